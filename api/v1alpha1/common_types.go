@@ -1,0 +1,89 @@
+package v1alpha1
+
+// Labels and annotations of this provider. Intent is never kept in labels: these only select.
+const (
+	// FailureDomainLabel is the host label that names the failure domain a host sits in, unless a
+	// RedfishCluster names another label in spec.failureDomainLabel.
+	FailureDomainLabel = "topology.kubernetes.io/zone"
+
+	// ClusterctlMoveLabel makes `clusterctl move` carry objects that have no Cluster owner (hosts
+	// and their credentials Secrets).
+	ClusterctlMoveLabel = "clusterctl.cluster.x-k8s.io/move"
+)
+
+// BootMethod is how a host boots the provisioning image.
+// +kubebuilder:validation:Enum=VirtualMedia;PXE;UefiHttp
+type BootMethod string
+
+const (
+	// BootMethodVirtualMedia inserts the image as a virtual CD through the BMC.
+	BootMethodVirtualMedia BootMethod = "VirtualMedia"
+	// BootMethodPXE sets a one-time PXE boot override.
+	BootMethodPXE BootMethod = "PXE"
+	// BootMethodUefiHTTP sets a one-time UEFI HTTP boot override to the image URL.
+	BootMethodUefiHTTP BootMethod = "UefiHttp"
+)
+
+// AutomatedCleaningMode says whether a host's disks are cleaned when it is released.
+// +kubebuilder:validation:Enum=Metadata;Disabled
+type AutomatedCleaningMode string
+
+const (
+	// CleaningModeMetadata erases partition tables and metadata of every drive on release.
+	CleaningModeMetadata AutomatedCleaningMode = "Metadata"
+	// CleaningModeDisabled releases the host without touching its drives.
+	CleaningModeDisabled AutomatedCleaningMode = "Disabled"
+)
+
+// Image is the operating system image a host is provisioned with.
+type Image struct {
+	// url is where the image is downloaded from (http or https).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://`
+	URL string `json:"url,omitempty"`
+
+	// checksum is the hex digest of the image, or a URL (http/https) of a file holding it.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	Checksum string `json:"checksum,omitempty"`
+
+	// checksumType is the digest algorithm of checksum.
+	// +optional
+	// +kubebuilder:validation:Enum=sha256;sha512
+	ChecksumType string `json:"checksumType,omitempty"`
+
+	// format of the image.
+	// +optional
+	// +kubebuilder:validation:Enum=raw;qcow2;iso;live-iso
+	Format string `json:"format,omitempty"`
+}
+
+// ObjectRef names an object of a known kind in a known namespace.
+type ObjectRef struct {
+	// apiGroup of the referenced object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	APIGroup string `json:"apiGroup,omitempty"`
+
+	// kind of the referenced object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind,omitempty"`
+
+	// namespace of the referenced object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+
+	// name of the referenced object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+}

@@ -1,0 +1,35 @@
+package v1alpha1
+
+// Condition types and reasons. Ready on RedfishMachine is mirrored by CAPI into the Machine's
+// InfrastructureReady condition; Ready on RedfishCluster into the Cluster's.
+const (
+	// ReadyCondition summarises the state of an object.
+	ReadyCondition = "Ready"
+	// PausedCondition is True while the object or its Cluster is paused.
+	PausedCondition = "Paused"
+
+	// BMCReachableCondition is True when the host's BMC answered with the given credentials.
+	BMCReachableCondition = "BMCReachable"
+	// InspectedCondition is True once the inventory was read over Redfish.
+	InspectedCondition = "Inspected"
+	// HostClaimedCondition is True on a RedfishMachine that holds a host.
+	HostClaimedCondition = "HostClaimed"
+)
+
+// Reasons used with the conditions above.
+const (
+	ReadyReason                  = "Ready"
+	NotReadyReason               = "NotReady"
+	PausedReason                 = "Paused"
+	NotPausedReason              = "NotPaused"
+	WaitingForClusterInfraReason = "WaitingForClusterInfrastructure"
+	WaitingForBootstrapReason    = "WaitingForBootstrapData"
+	WaitingForHostReason         = "WaitingForAvailableHost"
+	ProvisioningReason           = "Provisioning"
+	DeletingReason               = "Deleting"
+
+	BMCAuthFailedReason      = "AuthenticationFailed"
+	BMCUnreachableReason     = "Unreachable"
+	BMCAddressInvalidReason  = "InvalidAddress"
+	CredentialsMissingReason = "CredentialsMissing"
+)

@@ -1,0 +1,308 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// HostState is the lifecycle state of a RedfishHost. Maintenance is an overlay on top of these
+// states, not a state of its own.
+// +kubebuilder:validation:Enum=Registering;Inspecting;Available;Provisioning;Provisioned;Deprovisioning;Cleaning;Error
+type HostState string
+
+// Host lifecycle states.
+const (
+	HostStateRegistering    HostState = "Registering"
+	HostStateInspecting     HostState = "Inspecting"
+	HostStateAvailable      HostState = "Available"
+	HostStateProvisioning   HostState = "Provisioning"
+	HostStateProvisioned    HostState = "Provisioned"
+	HostStateDeprovisioning HostState = "Deprovisioning"
+	HostStateCleaning       HostState = "Cleaning"
+	HostStateError          HostState = "Error"
+)
+
+// BMC says how to reach a host's baseboard management controller.
+type BMC struct {
+	// address of the Redfish service: redfish://host[:port][/redfish/v1/Systems/<id>] (https) or
+	// redfish+http://… (plain http, lab use only). The system is discovered when the path is omitted
+	// and the BMC manages exactly one system.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^redfish(\+https?)?://[^/\s]+(/redfish/v1/Systems/[^/\s]+)?/?$`
+	Address string `json:"address,omitempty"`
+
+	// credentialsName is the name of a Secret in the host's namespace with keys "username" and
+	// "password".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	CredentialsName string `json:"credentialsName,omitempty"`
+
+	// caBundleName is the name of a Secret in the host's namespace whose key "ca.crt" holds the PEM
+	// CA bundle that signs the BMC certificate. Without it the system trust store is used.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	CABundleName string `json:"caBundleName,omitempty"`
+
+	// insecureSkipVerify disables TLS verification of the BMC. Only for labs; never the default.
+	// +optional
+	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
+}
+
+// Cordon stops new claims of a host. A claimed host keeps running.
+type Cordon struct {
+	// reason is shown to people looking at the host.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason,omitempty"`
+
+	// requestor identifies who cordoned the host (a team, a tool).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Requestor string `json:"requestor,omitempty"`
+}
+
+// RebootMode is how a requested reboot powers the host off.
+// +kubebuilder:validation:Enum=Soft;Hard
+type RebootMode string
+
+// Reboot modes.
+const (
+	RebootModeSoft RebootMode = "Soft"
+	RebootModeHard RebootMode = "Hard"
+)
+
+// RebootRequest asks for the host to be powered off until the request is removed. Power returns
+// when the last request is gone.
+type RebootRequest struct {
+	// requestor identifies who asked; one request per requestor.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Requestor string `json:"requestor,omitempty"`
+
+	// mode is Soft (graceful shutdown first) or Hard (immediate power off).
+	// +optional
+	// +kubebuilder:default=Soft
+	Mode RebootMode `json:"mode,omitempty"`
+}
+
+// RedfishHostSpec is the desired state of one physical server.
+type RedfishHostSpec struct {
+	// bmc says how to reach the server's BMC.
+	// +required
+	BMC BMC `json:"bmc,omitzero"`
+
+	// bootMACAddress is the MAC of the NIC the host boots from over the network.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$`
+	BootMACAddress string `json:"bootMACAddress,omitempty"`
+
+	// online is the desired power state while no claim or reboot request says otherwise.
+	// +optional
+	Online *bool `json:"online,omitempty"`
+
+	// cordon, when set, stops new claims of this host.
+	// +optional
+	Cordon *Cordon `json:"cordon,omitempty"`
+
+	// rebootRequests power the host off until each is removed.
+	// +optional
+	// +listType=map
+	// +listMapKey=requestor
+	// +kubebuilder:validation:MaxItems=32
+	RebootRequests []RebootRequest `json:"rebootRequests,omitempty"`
+}
+
+// NIC is a network interface found by inspection.
+type NIC struct {
+	// name of the interface as the BMC reports it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+	// mac address.
+	// +optional
+	// +kubebuilder:validation:MaxLength=17
+	MAC string `json:"mac,omitempty"`
+	// speedMbps is the link speed.
+	// +optional
+	SpeedMbps int32 `json:"speedMbps,omitempty"`
+}
+
+// Drive is a disk found by inspection.
+type Drive struct {
+	// name of the drive as the BMC reports it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+	// model of the drive.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Model string `json:"model,omitempty"`
+	// serialNumber of the drive.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	SerialNumber string `json:"serialNumber,omitempty"`
+	// capacityBytes of the drive.
+	// +optional
+	CapacityBytes int64 `json:"capacityBytes,omitempty"`
+	// mediaType is HDD or SSD.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	MediaType string `json:"mediaType,omitempty"`
+}
+
+// Inventory is what inspection read from the BMC, without an agent on the host.
+type Inventory struct {
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	UUID string `json:"uuid,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Manufacturer string `json:"manufacturer,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Model string `json:"model,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	SerialNumber string `json:"serialNumber,omitempty"`
+	// cpuCount is the number of processor sockets.
+	// +optional
+	CPUCount int32 `json:"cpuCount,omitempty"`
+	// cpuCores is the total number of cores.
+	// +optional
+	CPUCores int32 `json:"cpuCores,omitempty"`
+	// cpuModel of the first processor.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	CPUModel string `json:"cpuModel,omitempty"`
+	// memoryMiB is the total system memory.
+	// +optional
+	MemoryMiB int64 `json:"memoryMiB,omitempty"`
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	NICs []NIC `json:"nics,omitempty"`
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	Drives []Drive `json:"drives,omitempty"`
+	// biosVersion is the system firmware version.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	BIOSVersion string `json:"biosVersion,omitempty"`
+	// bmcFirmwareVersion is the BMC firmware version.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	BMCFirmwareVersion string `json:"bmcFirmwareVersion,omitempty"`
+}
+
+// HostClaim records who holds a host and the intent of that claim, copied from the claiming
+// machine when the claim is made. Nothing here is read back from a template later.
+type HostClaim struct {
+	// consumer is the RedfishMachine holding the host. The single owner of the host.
+	// +required
+	Consumer ObjectRef `json:"consumer,omitzero"`
+
+	// consumerUID is the UID of the consumer, so that a recreated object of the same name is not
+	// mistaken for the owner.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ConsumerUID string `json:"consumerUID,omitempty"`
+
+	// owner is the MachineDeployment or control plane the consumer belongs to. With nodeReuse the
+	// host stays reserved for this owner after release.
+	// +optional
+	Owner *ObjectRef `json:"owner,omitempty"`
+
+	// nodeReuse as the consumer's spec said when the claim was made.
+	// +optional
+	NodeReuse bool `json:"nodeReuse,omitempty"`
+
+	// automatedCleaningMode as the consumer's spec said when the claim was made.
+	// +optional
+	AutomatedCleaningMode AutomatedCleaningMode `json:"automatedCleaningMode,omitempty"`
+
+	// since is when the claim was made.
+	// +optional
+	Since metav1.Time `json:"since,omitzero"`
+}
+
+// RedfishHostStatus is the observed state of one physical server.
+type RedfishHostStatus struct {
+	// state is the lifecycle state.
+	// +optional
+	State HostState `json:"state,omitempty"`
+
+	// powerState as the BMC last reported it (On, Off, PoweringOn, PoweringOff).
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	PowerState string `json:"powerState,omitempty"`
+
+	// inventory read over Redfish.
+	// +optional
+	Inventory *Inventory `json:"inventory,omitempty"`
+
+	// claim is the current claim, if any.
+	// +optional
+	Claim *HostClaim `json:"claim,omitempty"`
+
+	// reservedFor is the owner a released nodeReuse host is kept for.
+	// +optional
+	ReservedFor *ObjectRef `json:"reservedFor,omitempty"`
+
+	// conditions of the host.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io/move-hierarchy="
+// +kubebuilder:resource:path=redfishhosts,scope=Namespaced,categories=cluster-api,shortName=rfh
+// +kubebuilder:printcolumn:name="State",type="string",JSONPath=".status.state"
+// +kubebuilder:printcolumn:name="Power",type="string",JSONPath=".status.powerState"
+// +kubebuilder:printcolumn:name="Consumer",type="string",JSONPath=".status.claim.consumer.name"
+// +kubebuilder:printcolumn:name="Cordoned",type="string",JSONPath=".spec.cordon.reason",priority=1
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+
+// RedfishHost is one physical server driven through its BMC's Redfish API.
+type RedfishHost struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec RedfishHostSpec `json:"spec,omitzero"`
+	// +optional
+	Status RedfishHostStatus `json:"status,omitzero"`
+}
+
+// GetConditions returns the conditions of the host.
+func (h *RedfishHost) GetConditions() []metav1.Condition { return h.Status.Conditions }
+
+// SetConditions sets the conditions of the host.
+func (h *RedfishHost) SetConditions(c []metav1.Condition) { h.Status.Conditions = c }
+
+// +kubebuilder:object:root=true
+
+// RedfishHostList is a list of RedfishHosts.
+type RedfishHostList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RedfishHost `json:"items"`
+}
+
+func init() {
+	objectTypes = append(objectTypes, &RedfishHost{}, &RedfishHostList{})
+}

@@ -1,0 +1,329 @@
+// Package testenv runs a real Kubernetes control plane (envtest: kube-apiserver + etcd built from
+// the Go module proxy) with the real Cluster API core controllers and admission webhooks in
+// process. Every Cluster's workload kubeconfig points back at the same API server, so Nodes created
+// here are the workload Nodes CAPI sees, cordons and drains. Test suites, test/e2e and the
+// embedded demo all start their control plane through this package.
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
+	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1" //nolint:staticcheck // CAPI's conversion webhooks need the v1beta1 spokes registered.
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/core/reconcilers/cluster"
+	"sigs.k8s.io/cluster-api/core/reconcilers/machine"
+	"sigs.k8s.io/cluster-api/core/reconcilers/machinedeployment"
+	"sigs.k8s.io/cluster-api/core/reconcilers/machinehealthcheck"
+	"sigs.k8s.io/cluster-api/core/reconcilers/machineset"
+	"sigs.k8s.io/cluster-api/core/setup"
+	coreadmission "sigs.k8s.io/cluster-api/core/webhooks/admission"
+	"sigs.k8s.io/cluster-api/util/index"
+	"sigs.k8s.io/cluster-api/util/kubeconfig"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/yaml"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/config/crd"
+)
+
+const controllerName = "caprf-testenv"
+
+// Options configure an Environment.
+type Options struct {
+	// SetupProvider registers the provider's reconcilers and webhooks with the manager. The
+	// ClusterCache is the one the CAPI controllers use.
+	SetupProvider func(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache) error
+
+	// Logger receives the controllers' logs. Defaults to discarding them.
+	Logger *logr.Logger
+
+	// Concurrency of each CAPI controller. Defaults to 10.
+	Concurrency int
+}
+
+// Environment is a running control plane with the CAPI core controllers.
+type Environment struct {
+	client.Client
+	Config       *rest.Config
+	Manager      ctrl.Manager
+	ClusterCache clustercache.ClusterCache
+
+	env    *envtest.Environment
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// Scheme returns a scheme with the kinds the environment serves: core Kubernetes, CAPI (with the
+// v1beta1 spokes its conversion webhooks need) and ours.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme,
+		clusterv1.AddToScheme, clusterv1beta1.AddToScheme, addonsv1.AddToScheme, ipamv1.AddToScheme, runtimev1.AddToScheme,
+		infrav1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			panic(err) // only on programming errors: duplicate registrations
+		}
+	}
+	return s
+}
+
+// Start starts the control plane, installs CAPI's and our CRDs, starts the CAPI core controllers,
+// webhooks and whatever opts.SetupProvider adds, and returns once the manager serves.
+func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
+	logger := logr.Discard()
+	if opts.Logger != nil {
+		logger = *opts.Logger
+	}
+	log.SetLogger(logger)
+	if opts.Concurrency == 0 {
+		opts.Concurrency = 10
+	}
+
+	assets, err := assetsDir()
+	if err != nil {
+		return nil, err
+	}
+	capiDir, err := capiModuleDir()
+	if err != nil {
+		return nil, err
+	}
+	ours, err := providerCRDs()
+	if err != nil {
+		return nil, err
+	}
+
+	scheme := Scheme()
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		Scheme:                scheme,
+		ErrorIfCRDPathMissing: true,
+		CRDDirectoryPaths:     []string{filepath.Join(capiDir, "core", "config", "crd", "bases")},
+		CRDs:                  ours,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{
+			Paths:                   []string{filepath.Join(capiDir, "core", "config", "webhook", "manifests.yaml")},
+			IgnoreSchemeConvertible: true,
+		},
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting envtest (kube-apiserver and etcd from %s): %w", assets, err)
+	}
+	defer func() {
+		if retErr != nil {
+			retErr = errors.Join(retErr, env.Stop())
+		}
+	}()
+	// Plenty of headroom: the CAPI controllers, the provider and the test all share this config.
+	cfg.QPS, cfg.Burst = 200, 400
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:  "0",
+		Cache:                   setup.ManagerCacheOptions(scheme, controllerName, "", 10*time.Minute),
+		Client:                  setup.ManagerClientOptions(),
+		GracefulShutdownTimeout: ptr.To(30 * time.Second),
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host:    env.WebhookInstallOptions.LocalServingHost,
+			Port:    env.WebhookInstallOptions.LocalServingPort,
+			CertDir: env.WebhookInstallOptions.LocalServingCertDir,
+		}),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	e := &Environment{Client: mgr.GetClient(), Config: cfg, Manager: mgr, env: env, cancel: cancel, done: make(chan error, 1)}
+	defer func() {
+		if retErr != nil {
+			cancel()
+		}
+	}()
+
+	if err := index.AddDefaultIndexes(ctx, mgr); err != nil {
+		return nil, fmt.Errorf("adding CAPI indexes: %w", err)
+	}
+	if err := setupCAPIWebhooks(mgr); err != nil {
+		return nil, err
+	}
+	if e.ClusterCache, err = setupCAPIControllers(ctx, mgr, opts.Concurrency); err != nil {
+		return nil, err
+	}
+	if opts.SetupProvider != nil {
+		if err := opts.SetupProvider(ctx, mgr, e.ClusterCache); err != nil {
+			return nil, fmt.Errorf("setting up the provider: %w", err)
+		}
+	}
+
+	go func() { e.done <- mgr.Start(ctx) }()
+	if err := e.waitForWebhooks(ctx); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func setupCAPIWebhooks(mgr ctrl.Manager) error {
+	for _, w := range []interface{ SetupWebhookWithManager(ctrl.Manager) error }{
+		&coreadmission.Cluster{Client: mgr.GetClient()},
+		&coreadmission.ClusterClass{Client: mgr.GetClient()},
+		&coreadmission.Machine{},
+		&coreadmission.MachineSet{},
+		&coreadmission.MachineDeployment{},
+		&coreadmission.MachineHealthCheck{},
+		&coreadmission.MachineDrainRule{},
+	} {
+		if err := w.SetupWebhookWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up CAPI webhook %T: %w", w, err)
+		}
+	}
+	// Test MachineHealthChecks may use short node startup timeouts.
+	coreadmission.SetMinNodeStartupTimeoutSeconds(0)
+	return nil
+}
+
+func setupCAPIControllers(ctx context.Context, mgr ctrl.Manager, concurrency int) (clustercache.ClusterCache, error) {
+	secretClient, err := setup.CreateSecretCachingClient(mgr)
+	if err != nil {
+		return nil, fmt.Errorf("creating secret caching client: %w", err)
+	}
+	opts := controller.Options{MaxConcurrentReconciles: concurrency, SkipNameValidation: ptr.To(true)}
+	cc, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
+		SecretClient: secretClient,
+		Cache:        setup.ClusterCacheCacheOptions(),
+		Client:       setup.ClusterCacheClientOptions(controllerName, 100, 200),
+	}, opts)
+	if err != nil {
+		return nil, fmt.Errorf("creating ClusterCache: %w", err)
+	}
+	if err := (&cluster.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cc,
+		RemoteConnectionGracePeriod: 50 * time.Second,
+	}).SetupWithManager(ctx, mgr, opts); err != nil {
+		return nil, fmt.Errorf("setting up CAPI Cluster controller: %w", err)
+	}
+	if err := (&machine.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cc,
+		RemoteConditionsGracePeriod: 5 * time.Minute,
+	}).SetupWithManager(ctx, mgr, opts); err != nil {
+		return nil, fmt.Errorf("setting up CAPI Machine controller: %w", err)
+	}
+	if err := (&machineset.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cc,
+	}).SetupWithManager(ctx, mgr, opts); err != nil {
+		return nil, fmt.Errorf("setting up CAPI MachineSet controller: %w", err)
+	}
+	if err := (&machinedeployment.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+	}).SetupWithManager(ctx, mgr, opts); err != nil {
+		return nil, fmt.Errorf("setting up CAPI MachineDeployment controller: %w", err)
+	}
+	if err := (&machinehealthcheck.Reconciler{
+		Client: mgr.GetClient(), ClusterCache: cc,
+	}).SetupWithManager(ctx, mgr, opts); err != nil {
+		return nil, fmt.Errorf("setting up CAPI MachineHealthCheck controller: %w", err)
+	}
+	return cc, nil
+}
+
+// providerCRDs reads the CRDs `make generate` wrote into config/crd/bases.
+func providerCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	files, err := fs.Glob(crd.Bases, "bases/*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, errors.New("no provider CRDs embedded: run 'make generate'")
+	}
+	crds := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(files))
+	for _, f := range files {
+		data, err := fs.ReadFile(crd.Bases, f)
+		if err != nil {
+			return nil, err
+		}
+		c := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(data, c); err != nil {
+			return nil, fmt.Errorf("parsing %s: %w", f, err)
+		}
+		crds = append(crds, c)
+	}
+	return crds, nil
+}
+
+// waitForWebhooks returns once the webhook server accepts TLS connections.
+func (e *Environment) waitForWebhooks(ctx context.Context) error {
+	o := e.env.WebhookInstallOptions
+	addr := net.JoinHostPort(o.LocalServingHost, strconv.Itoa(o.LocalServingPort))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", addr)
+		if err == nil {
+			return conn.Close()
+		}
+		select {
+		case err := <-e.done:
+			return fmt.Errorf("manager stopped while starting: %w", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("webhook server on %s did not come up: %w", addr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Stop stops the manager and the control plane.
+func (e *Environment) Stop() error {
+	e.cancel()
+	var errs []error
+	select {
+	case err := <-e.done:
+		errs = append(errs, err)
+	case <-time.After(45 * time.Second):
+		errs = append(errs, errors.New("manager did not stop within 45s"))
+	}
+	errs = append(errs, e.env.Stop())
+	return errors.Join(errs...)
+}
+
+// CreateKubeconfigSecret writes the <cluster>-kubeconfig Secret so the CAPI controllers reach the
+// "workload cluster" of this Cluster: the same API server.
+func (e *Environment) CreateKubeconfigSecret(ctx context.Context, c *clusterv1.Cluster) error {
+	return e.Create(ctx, kubeconfig.GenerateSecret(c, kubeconfig.FromEnvTestConfig(e.Config, c)))
+}
+
+// CreateNamespace creates a namespace with a generated name starting with prefix.
+func (e *Environment) CreateNamespace(ctx context.Context, prefix string) (*corev1.Namespace, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	if err := e.Create(ctx, ns); err != nil {
+		return nil, err
+	}
+	return ns, nil
+}

@@ -1,0 +1,140 @@
+// Command manager runs the cluster-api-provider-redfish controllers.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/component-base/logs"
+	logsv1 "k8s.io/component-base/logs/api/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/core/setup"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/controllers"
+)
+
+const controllerName = "caprf-manager"
+
+type flags struct {
+	metricsAddr, probeAddr  string
+	leaderElect             bool
+	watchNamespace          string
+	watchFilter             string
+	concurrency             int
+	qps                     float32
+	burst                   int
+	syncPeriod              time.Duration
+	webhookPort             int
+	webhookCertDir          string
+	clusterCacheQPS         float32
+	clusterCacheBurst       int
+	clusterCacheConcurrency int
+}
+
+func main() {
+	f := flags{}
+	logOptions := logs.NewOptions()
+	fs := pflag.CommandLine
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8443", "Address the Prometheus metrics endpoint binds to (served over HTTPS with authn/authz); 0 disables it.")
+	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":9440", "Address the health probes bind to.")
+	fs.BoolVar(&f.leaderElect, "leader-elect", true, "Elect a leader so only one replica reconciles.")
+	fs.StringVar(&f.watchNamespace, "namespace", "", "Only watch this namespace (default: all).")
+	fs.StringVar(&f.watchFilter, "watch-filter", "", "Only reconcile objects labelled cluster.x-k8s.io/watch-filter=<value>.")
+	fs.IntVar(&f.concurrency, "concurrency", 50, "Concurrent reconciles per controller.")
+	fs.Float32Var(&f.qps, "kube-api-qps", 100, "Maximum queries per second to the management cluster API server.")
+	fs.IntVar(&f.burst, "kube-api-burst", 200, "Maximum burst to the management cluster API server.")
+	fs.DurationVar(&f.syncPeriod, "sync-period", 10*time.Minute, "Minimum interval at which watched objects are reconciled.")
+	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "Webhook server port.")
+	fs.StringVar(&f.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs/", "Webhook server certificate folder.")
+	fs.Float32Var(&f.clusterCacheQPS, "clustercache-client-qps", 20, "Maximum queries per second to each workload cluster.")
+	fs.IntVar(&f.clusterCacheBurst, "clustercache-client-burst", 30, "Maximum burst to each workload cluster.")
+	fs.IntVar(&f.clusterCacheConcurrency, "clustercache-concurrency", 100, "Concurrent reconciles of the cluster cache.")
+	logsv1.AddFlags(logOptions, fs)
+	fs.AddGoFlagSet(flag.CommandLine)
+	pflag.Parse()
+
+	if err := logsv1.ValidateAndApply(logOptions, nil); err != nil {
+		fmt.Fprintf(os.Stderr, "invalid logging flags: %v\n", err)
+		os.Exit(2)
+	}
+	ctrl.SetLogger(klog.Background())
+	if err := run(ctrl.SetupSignalHandler(), f); err != nil {
+		klog.Background().Error(err, "manager stopped")
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, f flags) error {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return err
+		}
+	}
+	cfg := ctrl.GetConfigOrDie()
+	cfg.QPS, cfg.Burst = f.qps, f.burst
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		LeaderElection:                f.leaderElect,
+		LeaderElectionID:              "controller-leader-election-caprf",
+		LeaderElectionReleaseOnCancel: true,
+		HealthProbeBindAddress:        f.probeAddr,
+		Metrics: metricsserver.Options{
+			BindAddress:    f.metricsAddr,
+			SecureServing:  true,
+			FilterProvider: filters.WithAuthenticationAndAuthorization,
+		},
+		Cache:         setup.ManagerCacheOptions(scheme, controllerName, f.watchNamespace, f.syncPeriod),
+		Client:        setup.ManagerClientOptions(),
+		WebhookServer: webhook.NewServer(webhook.Options{Port: f.webhookPort, CertDir: f.webhookCertDir}),
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+
+	secretClient, err := setup.CreateSecretCachingClient(mgr)
+	if err != nil {
+		return err
+	}
+	cc, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
+		SecretClient:     secretClient,
+		Cache:            setup.ClusterCacheCacheOptions(),
+		Client:           setup.ClusterCacheClientOptions(controllerName, f.clusterCacheQPS, f.clusterCacheBurst),
+		WatchFilterValue: f.watchFilter,
+	}, controller.Options{MaxConcurrentReconciles: f.clusterCacheConcurrency})
+	if err != nil {
+		return fmt.Errorf("creating cluster cache: %w", err)
+	}
+
+	if err := controllers.Setup(ctx, mgr, controllers.Options{
+		WatchFilterValue: f.watchFilter,
+		Controller:       controller.Options{MaxConcurrentReconciles: f.concurrency, UsePriorityQueue: ptr.To(true)},
+		ClusterCache:     cc,
+	}); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", func(_ *http.Request) error { return nil }); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
