@@ -1,0 +1,75 @@
+package bmc
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+)
+
+// Address is a parsed RedfishHost BMC address.
+type Address struct {
+	// BaseURL is the scheme and host of the Redfish service, e.g. https://10.0.0.5:443.
+	BaseURL string
+	// SystemPath is the Redfish path of the system, empty when it should be discovered.
+	SystemPath string
+}
+
+// ParseAddress parses redfish://host[:port][/redfish/v1/Systems/<id>] (HTTPS),
+// redfish+https://… (HTTPS) and redfish+http://… (plain HTTP). Errors say what is wrong in words
+// a person registering a server understands.
+func ParseAddress(raw string) (Address, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		// url.Error repeats the input, which may hold a password: say only what is wrong.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return Address{}, fmt.Errorf("BMC address is not a URL: %w", err)
+	}
+	raw = u.Redacted() // never echo a password someone put in the URL
+	var scheme string
+	switch u.Scheme {
+	case "redfish", "redfish+https":
+		scheme = "https"
+	case "redfish+http":
+		scheme = "http"
+	default:
+		return Address{}, fmt.Errorf("BMC address %q: scheme must be redfish://, redfish+https:// or redfish+http://", raw)
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return Address{}, fmt.Errorf("BMC address %q has no host", raw)
+	}
+	if p := u.Port(); p != "" {
+		var n int
+		if _, err := fmt.Sscanf(p, "%d", &n); err != nil || n < 1 || n > 65535 {
+			return Address{}, fmt.Errorf("BMC address %q: port %q is not between 1 and 65535", raw, p)
+		}
+	}
+	if u.User != nil {
+		return Address{}, fmt.Errorf("BMC address %q must not carry credentials: put them in the credentials Secret", raw)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return Address{}, fmt.Errorf("BMC address %q must not have a query or fragment", raw)
+	}
+	path := strings.TrimSuffix(u.Path, "/")
+	if path != "" {
+		rest, ok := strings.CutPrefix(path, "/redfish/v1/Systems/")
+		if !ok || rest == "" || strings.Contains(rest, "/") {
+			return Address{}, fmt.Errorf("BMC address %q: the path must be /redfish/v1/Systems/<id> or empty", raw)
+		}
+	}
+	return Address{BaseURL: scheme + "://" + net.JoinHostPort(u.Hostname(), portOrDefault(u.Port(), scheme)), SystemPath: path}, nil
+}
+
+func portOrDefault(port, scheme string) string {
+	if port != "" {
+		return port
+	}
+	if scheme == "http" {
+		return "80"
+	}
+	return "443"
+}

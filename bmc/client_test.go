@@ -1,0 +1,258 @@
+package bmc
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caprf/cluster-api-provider-redfish/simulator"
+)
+
+func TestInventoryReadsWhatTheBMCHolds(t *testing.T) {
+	s := newSim(t, simulator.Config{Index: 7})
+	c := connectTo(t, s, Options{})
+	inv, err := c.Inventory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bios, bmcFW := s.FirmwareVersions()
+	if inv.BIOSVersion != bios || inv.BMCFirmwareVersion != bmcFW {
+		t.Errorf("firmware = %q/%q, BMC has %q/%q", inv.BIOSVersion, inv.BMCFirmwareVersion, bios, bmcFW)
+	}
+	if len(inv.NICs) != 2 || inv.NICs[0].MAC != s.MACs()[0] || inv.NICs[1].MAC != s.MACs()[1] {
+		t.Errorf("NICs = %+v, BMC has MACs %v", inv.NICs, s.MACs())
+	}
+	if len(inv.Drives) != 2 || inv.Drives[0].CapacityBytes == 0 {
+		t.Errorf("drives = %+v", inv.Drives)
+	}
+	if inv.UUID == "" || inv.SerialNumber != "SN-sim" || inv.CPUCount != 2 || inv.CPUCores != 32 || inv.MemoryMiB != 256*1024 {
+		t.Errorf("system fields = %+v", inv)
+	}
+}
+
+func TestPowerBootAndVirtualMediaDriveTheSystem(t *testing.T) {
+	s := newSim(t, simulator.Config{})
+	boots := make(chan simulator.BootEvent, 4)
+	s.OnBoot(func(e simulator.BootEvent) { boots <- e })
+	c := connectTo(t, s, Options{})
+	ctx := context.Background()
+
+	const image = "http://images.example/provision.iso"
+	if err := c.InsertMedia(ctx, image); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetBootOverride(ctx, BootOverride{Target: BootCd}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Reset(ctx, ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	waitPower(t, c, PowerOn)
+	if e := <-boots; e.Target != "Cd" || e.MediaImage != image {
+		t.Errorf("first boot = %+v, want Cd from %s", e, image)
+	}
+
+	// The override was one-time: the next boot comes from disk.
+	if err := c.EjectMedia(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Reset(ctx, ResetForceRestart); err != nil {
+		t.Fatal(err)
+	}
+	if e := <-boots; e.Target != "None" || e.MediaImage != "" {
+		t.Errorf("second boot = %+v, want the default disk boot", e)
+	}
+
+	if err := c.SetBootOverride(ctx, BootOverride{Target: BootUefiHTTP, HTTPBootURI: "http://boot.example/efi"}); err != nil {
+		t.Fatal(err)
+	}
+	waitPower(t, c, PowerOn)
+	if err := c.Reset(ctx, ResetPowerCycle); err != nil {
+		t.Fatal(err)
+	}
+	if e := <-boots; e.Target != "UefiHttp" || e.HTTPBootURI != "http://boot.example/efi" {
+		t.Errorf("third boot = %+v, want UefiHttp", e)
+	}
+
+	waitPower(t, c, PowerOn)
+	if err := c.Reset(ctx, ResetGracefulShutdown); err != nil {
+		t.Fatal(err)
+	}
+	waitPower(t, c, PowerOff)
+}
+
+func TestBIOSSettingsApplyOnResetAndRegistryRejectsBadAttributes(t *testing.T) {
+	s := newSim(t, simulator.Config{})
+	c := connectTo(t, s, Options{})
+	ctx := context.Background()
+
+	err := c.SetBIOSAttributes(ctx, map[string]any{"NoSuchKnob": "On", "ProcTurboMode": "Sometimes", "NumaGroupSizeOpt": 99})
+	var bad *UnknownAttributesError
+	if !errors.As(err, &bad) || len(bad.Problems) != 3 {
+		t.Fatalf("want all three attributes rejected, got %v", err)
+	}
+
+	if err := c.SetBIOSAttributes(ctx, map[string]any{"ProcTurboMode": "Disabled", "NumaGroupSizeOpt": 2}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.BiosAttributes()["ProcTurboMode"]; got != "Enabled" {
+		t.Fatalf("settings applied before a reset: ProcTurboMode=%v", got)
+	}
+	if err := c.Reset(ctx, ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	waitPower(t, c, PowerOn)
+	attrs, err := c.BIOSAttributes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if attrs["ProcTurboMode"] != "Disabled" || attrs["NumaGroupSizeOpt"] != float64(2) {
+		t.Errorf("after reset: %v", attrs)
+	}
+}
+
+func TestFirmwareUpdateProgressesAndIsNeverStartedTwice(t *testing.T) {
+	s := newSim(t, simulator.Config{})
+	c := connectTo(t, s, Options{})
+	ctx := context.Background()
+
+	uri, err := c.UpdateFirmware(ctx, "http://firmware.example/U46-v2.90.bin", FirmwareBIOS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second request while the first runs (say, after a lost answer) follows the same task.
+	again, err := c.UpdateFirmware(ctx, "http://firmware.example/U46-v2.90.bin", FirmwareBIOS)
+	if err != nil || again != uri {
+		t.Fatalf("second call = %q, %v; want the running task %q", again, err, uri)
+	}
+	seen := map[int]bool{}
+	waitFor(t, 5*time.Second, "task completion", func() (bool, any) {
+		task, err := c.TaskStatus(ctx, uri)
+		if err != nil {
+			return false, err
+		}
+		seen[task.Percent] = true
+		return task.Done, task
+	})
+	task, _ := c.TaskStatus(ctx, uri)
+	if task.Failed || task.State != "Completed" {
+		t.Fatalf("task = %+v", task)
+	}
+	if len(seen) < 2 {
+		t.Errorf("progress was never observed between start and end: %v", seen)
+	}
+	if bios, _ := s.FirmwareVersions(); bios != "U46-v2.90" {
+		t.Errorf("BIOS version = %q", bios)
+	}
+	if n := s.Stats().SimpleUpdates; n != 1 {
+		t.Errorf("SimpleUpdate sent %d times, want 1", n)
+	}
+}
+
+func TestEraseDrivesErasesEveryDriveOnce(t *testing.T) {
+	s := newSim(t, simulator.Config{})
+	c := connectTo(t, s, Options{})
+	if err := c.EraseDrives(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for id, n := range s.DriveErasures() {
+		if n != 1 {
+			t.Errorf("drive %s erased %d times", id, n)
+		}
+	}
+}
+
+func TestOneSessionServesAThousandOperations(t *testing.T) {
+	s := newSim(t, simulator.Config{PowerLatency: time.Millisecond})
+	pool := NewPool(Options{})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 1000)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 125; i++ {
+				c, err := pool.Get(ctx, target(s)) // as every reconcile does
+				if err == nil {
+					_, err = c.PowerState(ctx)
+				}
+				if err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := s.Stats().SessionsCreated; n != 1 {
+		t.Errorf("1000 operations created %d sessions, want 1", n)
+	}
+	if n := s.ActiveSessions(); n != 1 {
+		t.Errorf("BMC holds %d sessions, want 1", n)
+	}
+}
+
+func TestExpiredSessionIsRenewedTransparently(t *testing.T) {
+	s := newSim(t, simulator.Config{})
+	c := connectTo(t, s, Options{})
+	ctx := context.Background()
+	if _, err := c.PowerState(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.ExpireSessions()
+	if _, err := c.PowerState(ctx); err != nil {
+		t.Fatalf("after session expiry: %v", err)
+	}
+	if n := s.Stats().SessionsCreated; n != 2 {
+		t.Errorf("sessions created = %d, want 2 (one renewal)", n)
+	}
+}
+
+func TestWrongCredentialsGiveErrAuth(t *testing.T) {
+	s := newSim(t, simulator.Config{})
+	tg := target(s)
+	tg.Password = "wrong"
+	c, err := connect(context.Background(), tg, fastOpts)
+	if err != nil {
+		t.Fatal(err) // the service root is public: connecting works, using does not
+	}
+	if err := c.Check(context.Background()); !errors.Is(err, ErrAuth) {
+		t.Fatalf("Check with a wrong password = %v, want ErrAuth", err)
+	}
+}
+
+func TestPoolReplacesClientWhenCredentialsChange(t *testing.T) {
+	s := newSim(t, simulator.Config{})
+	pool := NewPool(Options{})
+	ctx := context.Background()
+	tg := target(s)
+	a, _ := pool.Get(ctx, tg)
+	b, _ := pool.Get(ctx, tg)
+	if a != b {
+		t.Fatal("same target gave two clients")
+	}
+	if err := a.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tg.Password = "rotated"
+	c, err := pool.Get(ctx, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c == a {
+		t.Fatal("rotated credentials reused the old client")
+	}
+	if err := c.Check(ctx); !errors.Is(err, ErrAuth) {
+		t.Fatalf("new client must use the new (wrong) password: %v", err)
+	}
+	waitFor(t, 5*time.Second, "old session logged out", func() (bool, any) {
+		n := s.ActiveSessions()
+		return n == 0, n
+	})
+}

@@ -1,0 +1,27 @@
+package bmc
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrAuth means the BMC rejected the credentials.
+	ErrAuth = errors.New("the BMC rejected the credentials")
+	// ErrCircuitOpen means recent calls to this BMC kept failing; calls fail fast until a probe
+	// succeeds again.
+	ErrCircuitOpen = errors.New("BMC circuit breaker open: recent calls kept failing")
+	// ErrConflict means the BMC refused the operation because the resource is busy (HTTP 409),
+	// typically a power transition in progress. Try again later.
+	ErrConflict = errors.New("the BMC is busy with another operation (409 Conflict)")
+)
+
+// UnknownAttributesError lists BIOS attributes the BMC's registry does not know or whose values
+// it would not accept.
+type UnknownAttributesError struct {
+	Problems []string
+}
+
+func (e *UnknownAttributesError) Error() string {
+	return fmt.Sprintf("BIOS attributes rejected by the attribute registry: %v", e.Problems)
+}

@@ -1,0 +1,228 @@
+package bmc
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caprf/cluster-api-provider-redfish/simulator"
+)
+
+func TestReadsRideOutA5xxBurst(t *testing.T) {
+	for _, status := range []int{500, 503} {
+		s := newSim(t, simulator.Config{})
+		c := connectTo(t, s, fastOpts)
+		ctx := context.Background()
+		if _, err := c.PowerState(ctx); err != nil {
+			t.Fatal(err)
+		}
+		before := s.Stats().Requests["GET"]
+		s.Fault.ErrorBurst(2, status)
+		if _, err := c.PowerState(ctx); err != nil {
+			t.Fatalf("HTTP %d burst of 2 within 3 retries: %v", status, err)
+		}
+		if got := s.Stats().Requests["GET"] - before; got != 3 {
+			t.Errorf("HTTP %d: GETs sent = %d, want 3 (two failed, one retried successfully)", status, got)
+		}
+	}
+}
+
+func TestPowerOffIsNeverResentByARetry(t *testing.T) {
+	s := newSim(t, simulator.Config{PoweredOn: true})
+	c := connectTo(t, s, fastOpts)
+	ctx := context.Background()
+	if _, err := c.PowerState(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The reset POST fails with 500: it must be reported, not retried.
+	sys, err := c.system(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	posts := s.Stats().Requests["POST"]
+	s.Fault.ErrorBurst(1, 500)
+	if _, err := sys.Reset("ForceOff"); err == nil {
+		t.Fatal("a 500 on ForceOff must surface as an error")
+	}
+	if got := s.Stats().Requests["POST"] - posts; got != 1 {
+		t.Fatalf("ForceOff POSTs after a 500 = %d, want exactly 1", got)
+	}
+
+	// The BMC carries out a ForceOff but the answer is lost: the client must not send it again.
+	posts = s.Stats().Requests["POST"]
+	s.Fault.DropResponses("POST", 1)
+	if err := c.Reset(ctx, ResetForceOff); err == nil {
+		t.Fatal("a ForceOff without an answer must surface as an error")
+	}
+	if got := s.Stats().Requests["POST"] - posts; got != 1 {
+		t.Fatalf("ForceOff POSTs after a lost answer = %d, want exactly 1", got)
+	}
+	if n := s.Stats().Resets["ForceOff"]; n != 1 {
+		t.Fatalf("ForceOff carried out %d times, want 1", n)
+	}
+
+	// The next reconcile reads the power state first: the system is off, nothing is sent.
+	waitPower(t, c, PowerOff)
+	posts = s.Stats().Requests["POST"]
+	if err := c.Reset(ctx, ResetForceOff); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Stats().Requests["POST"] - posts; got != 0 {
+		t.Errorf("ForceOff of a system that is off sent %d POSTs", got)
+	}
+}
+
+func TestConflictIsReportedAsErrConflict(t *testing.T) {
+	s := newSim(t, simulator.Config{})
+	c := connectTo(t, s, fastOpts)
+	s.Fault.Conflicts(1)
+	if err := c.Reset(context.Background(), ResetOn); !errors.Is(err, ErrConflict) {
+		t.Fatalf("Reset during a conflict = %v, want ErrConflict", err)
+	}
+	if n := s.Stats().Resets["On"]; n != 0 {
+		t.Errorf("the refused reset was carried out %d times", n)
+	}
+	if err := c.Reset(context.Background(), ResetOn); err != nil {
+		t.Fatalf("after the conflict cleared: %v", err)
+	}
+}
+
+func TestHangingBMCTimesOutThenTripsTheBreaker(t *testing.T) {
+	s := newSim(t, simulator.Config{})
+	c := connectTo(t, s, fastOpts)
+	ctx := context.Background()
+	if _, err := c.PowerState(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Fault.Hang()
+	start := time.Now()
+	if _, err := c.PowerState(ctx); err == nil {
+		t.Fatal("a hanging BMC must give an error")
+	}
+	// 1 try + 3 retries, each cut at the attempt timeout, plus backoff; well under the call timeout.
+	if d := time.Since(start); d > fastOpts.CallTimeout {
+		t.Errorf("call took %s, more than the call timeout", d)
+	}
+	if !c.tr.breaker.open() {
+		t.Fatal("breaker still closed after 4 consecutive timeouts")
+	}
+	before := s.Stats().Requests["GET"]
+	if _, err := c.PowerState(ctx); !errors.Is(err, ErrCircuitOpen) {
+		t.Fatalf("while open: %v, want ErrCircuitOpen", err)
+	}
+	if got := s.Stats().Requests["GET"] - before; got != 0 {
+		t.Errorf("an open breaker still sent %d requests", got)
+	}
+
+	s.Fault.Unhang()
+	waitFor(t, 5*time.Second, "breaker to close after the BMC recovered", func() (bool, any) {
+		_, err := c.PowerState(ctx)
+		return err == nil, err
+	})
+}
+
+func TestBMCResetDuringFirmwareTaskFailsTheTaskWithoutReflashing(t *testing.T) {
+	s := newSim(t, simulator.Config{TaskDuration: 2 * time.Second})
+	c := connectTo(t, s, fastOpts)
+	ctx := context.Background()
+	uri, err := c.UpdateFirmware(ctx, "http://firmware.example/U46-v3.00.bin", FirmwareBIOS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ResetBMC(100 * time.Millisecond) // sessions gone, 503 for a while, task interrupted
+
+	var task *Task
+	waitFor(t, 5*time.Second, "the interrupted task to report", func() (bool, any) {
+		task, err = c.TaskStatus(ctx, uri)
+		return err == nil && task.Done, err
+	})
+	if !task.Failed || task.Message == "" {
+		t.Fatalf("task = %+v, want failed with a message", task)
+	}
+	if bios, _ := s.FirmwareVersions(); bios == "U46-v3.00" {
+		t.Error("interrupted update changed the version")
+	}
+	if n := s.Stats().SimpleUpdates; n != 1 {
+		t.Errorf("SimpleUpdate sent %d times, want 1", n)
+	}
+	if n := s.Stats().SessionsCreated; n != 2 {
+		t.Errorf("sessions = %d, want 2 (re-login after the BMC reset)", n)
+	}
+}
+
+func TestWronglyReportedPowerStateIsVisibleAndRecovers(t *testing.T) {
+	s := newSim(t, simulator.Config{PoweredOn: true})
+	c := connectTo(t, s, fastOpts)
+	ctx := context.Background()
+	s.Fault.WrongPowerState(300 * time.Millisecond)
+	got, err := c.PowerState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != PowerOff || s.PowerState() != simulator.PowerOn {
+		t.Fatalf("during the fault the BMC should claim Off while On; client saw %s", got)
+	}
+	// The layer reports what the BMC says; the host controller re-reads until it settles.
+	waitPower(t, c, PowerOn)
+}
+
+func TestTLSVerifiesTheBMCCertificate(t *testing.T) {
+	s := newSim(t, simulator.Config{TLS: true})
+	ctx := context.Background()
+
+	noCA := target(s)
+	noCA.CABundle = nil
+	if _, err := connect(ctx, noCA, fastOpts); err == nil {
+		t.Fatal("a self-signed BMC certificate was accepted without its CA")
+	}
+	withCA, err := connect(ctx, target(s), fastOpts)
+	if err != nil {
+		t.Fatalf("with the CA bundle: %v", err)
+	}
+	if err := withCA.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	insecure := noCA
+	insecure.InsecureSkipVerify = true
+	c, err := connect(ctx, insecure, fastOpts)
+	if err != nil {
+		t.Fatalf("insecureSkipVerify: %v", err)
+	}
+	if err := c.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseAddress(t *testing.T) {
+	for _, tc := range []struct {
+		in, base, system, err string
+	}{
+		{in: "redfish://10.0.0.5/redfish/v1/Systems/1", base: "https://10.0.0.5:443", system: "/redfish/v1/Systems/1"},
+		{in: "redfish+https://bmc.rack1:8443", base: "https://bmc.rack1:8443"},
+		{in: "redfish+http://127.0.0.1:8000/redfish/v1/Systems/System.Embedded.1/", base: "http://127.0.0.1:8000", system: "/redfish/v1/Systems/System.Embedded.1"},
+		{in: "redfish://[fd00::5]/", base: "https://[fd00::5]:443"},
+		{in: "https://10.0.0.5", err: "scheme must be"},
+		{in: "ipmi://10.0.0.5", err: "scheme must be"},
+		{in: "redfish://", err: "no host"},
+		{in: "redfish://10.0.0.5:70000", err: "between 1 and 65535"},
+		{in: "redfish://admin:secret@10.0.0.5", err: "must not carry credentials"},
+		{in: "redfish://10.0.0.5/redfish/v1/Managers/1", err: "the path must be"},
+	} {
+		got, err := ParseAddress(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want one saying %q", tc.in, err, tc.err)
+			}
+			if err != nil && strings.Contains(err.Error(), "secret") {
+				t.Errorf("%q: error leaks the password: %v", tc.in, err)
+			}
+			continue
+		}
+		if err != nil || got.BaseURL != tc.base || got.SystemPath != tc.system {
+			t.Errorf("%q = %+v, %v; want %s %s", tc.in, got, err, tc.base, tc.system)
+		}
+	}
+}

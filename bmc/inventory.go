@@ -1,0 +1,71 @@
+package bmc
+
+import (
+	"context"
+	"fmt"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+)
+
+// Inventory reads the system, its processors, memory, NICs, drives and the BIOS/BMC firmware
+// versions. Sub-resources a BMC does not implement are left empty rather than failing the read.
+func (c *client) Inventory(ctx context.Context) (*infrav1.Inventory, error) {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	sys, err := c.system(ctx)
+	if err != nil {
+		return nil, err
+	}
+	inv := &infrav1.Inventory{
+		UUID: sys.UUID, Manufacturer: sys.Manufacturer, Model: sys.Model, SerialNumber: sys.SerialNumber,
+		CPUModel: sys.ProcessorSummary.Model, BIOSVersion: sys.BiosVersion,
+	}
+	if n := sys.ProcessorSummary.Count; n != nil {
+		inv.CPUCount = int32(*n) //nolint:gosec // socket counts fit
+	}
+	if n := sys.ProcessorSummary.CoreCount; n != nil {
+		inv.CPUCores = int32(*n) //nolint:gosec // core counts fit
+	}
+	if gib := sys.MemorySummary.TotalSystemMemoryGiB; gib != nil {
+		inv.MemoryMiB = int64(*gib * 1024)
+	}
+	if inv.CPUCores == 0 {
+		if procs, err := sys.Processors(); err == nil {
+			for _, p := range procs {
+				if p.TotalCores != nil {
+					inv.CPUCores += int32(*p.TotalCores) //nolint:gosec // core counts fit
+				}
+			}
+		}
+	}
+	if nics, err := sys.EthernetInterfaces(); err == nil {
+		for _, n := range nics {
+			nic := infrav1.NIC{Name: n.ID, MAC: n.MACAddress}
+			if n.SpeedMbps != nil {
+				nic.SpeedMbps = int32(*n.SpeedMbps) //nolint:gosec // link speeds fit
+			}
+			inv.NICs = append(inv.NICs, nic)
+		}
+	} else {
+		return nil, fmt.Errorf("reading NICs: %w", classify(err))
+	}
+	if storages, err := sys.Storage(); err == nil {
+		for _, st := range storages {
+			drives, err := st.Drives()
+			if err != nil {
+				return nil, fmt.Errorf("reading drives of %s: %w", st.ODataID, classify(err))
+			}
+			for _, d := range drives {
+				drive := infrav1.Drive{Name: d.ID, Model: d.Model, SerialNumber: d.SerialNumber, MediaType: string(d.MediaType)}
+				if d.CapacityBytes != nil {
+					drive.CapacityBytes = int64(*d.CapacityBytes)
+				}
+				inv.Drives = append(inv.Drives, drive)
+			}
+		}
+	}
+	if managers, err := sys.ManagedBy(); err == nil && len(managers) > 0 {
+		inv.BMCFirmwareVersion = managers[0].FirmwareVersion
+	}
+	return inv, nil
+}

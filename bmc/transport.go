@@ -1,0 +1,294 @@
+package bmc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// transport is the http.RoundTripper under gofish for one BMC. It owns what makes talking to a
+// BMC safe at scale: a Redfish session (X-Auth-Token) created once and renewed when the BMC drops
+// it, a limit on concurrent requests, a timeout per attempt, retries with backoff only for
+// idempotent methods, and a circuit breaker. A POST (reset, firmware update, login) is never
+// resent after it may have reached the BMC: only a 401, which means it was refused unexecuted,
+// is retried once after logging in again.
+type transport struct {
+	base     http.RoundTripper
+	baseURL  string
+	username string
+	password string
+	opts     Options
+
+	sem     chan struct{}
+	breaker *breaker
+
+	loginMu    sync.Mutex // serialises logins; never held while mu is wanted by the login itself
+	mu         sync.Mutex
+	token      string
+	sessionURI string
+	basicAuth  bool // the BMC has no SessionService: fall back to HTTP Basic
+
+	requests atomic.Int64
+	logins   atomic.Int64
+}
+
+const sessionsPath = "/redfish/v1/SessionService/Sessions"
+
+func newTransport(base http.RoundTripper, baseURL, username, password string, opts Options) *transport {
+	return &transport{
+		base: base, baseURL: baseURL, username: username, password: password, opts: opts,
+		sem:     make(chan struct{}, opts.MaxConcurrentRequests),
+		breaker: &breaker{threshold: opts.BreakerThreshold, cooldown: opts.BreakerCooldown},
+	}
+}
+
+func idempotent(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		return true
+	}
+	return false
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !t.breaker.allow() {
+		return nil, ErrCircuitOpen
+	}
+	var body []byte
+	if req.Body != nil {
+		var err error
+		if body, err = io.ReadAll(req.Body); err != nil {
+			return nil, err
+		}
+		_ = req.Body.Close()
+	}
+	public := req.Method == http.MethodGet && (req.URL.Path == "/redfish/v1" || req.URL.Path == "/redfish/v1/")
+
+	reauthed := false
+	for attempt := 0; ; attempt++ {
+		if !public {
+			if err := t.ensureSession(req.Context()); err != nil {
+				return nil, err
+			}
+		}
+		resp, err := t.attempt(req, body, !public)
+		t.breaker.record(err == nil && resp.StatusCode < 500)
+		if err == nil && resp.StatusCode == http.StatusUnauthorized && !public && !reauthed {
+			// The session expired or the BMC restarted: the request was refused, not executed.
+			drain(resp)
+			t.dropSession()
+			reauthed = true
+			attempt--
+			continue
+		}
+		retryable := err != nil || resp.StatusCode >= 500
+		if !retryable || !idempotent(req.Method) || attempt >= t.opts.Retries || req.Context().Err() != nil {
+			return resp, err
+		}
+		if resp != nil {
+			drain(resp)
+		}
+		if err := sleep(req.Context(), t.opts.Backoff<<attempt); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// attempt sends one try, bounded by the per-BMC concurrency limit and the per-attempt timeout.
+func (t *transport) attempt(orig *http.Request, body []byte, authorize bool) (*http.Response, error) {
+	ctx := orig.Context()
+	select {
+	case t.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.opts.AttemptTimeout)
+	req := orig.Clone(ctx)
+	if body != nil {
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.ContentLength = int64(len(body))
+	}
+	if authorize {
+		t.authorize(req)
+	}
+	t.requests.Add(1)
+	resp, err := t.base.RoundTrip(req)
+	<-t.sem
+	if err != nil {
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) && orig.Context().Err() == nil {
+			return nil, fmt.Errorf("%s %s: no answer within %s: %w", orig.Method, orig.URL.Path, t.opts.AttemptTimeout, err)
+		}
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+func (t *transport) authorize(req *http.Request) {
+	req.Header.Del("Authorization")
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.token != "":
+		req.Header.Set("X-Auth-Token", t.token)
+	case t.basicAuth:
+		req.SetBasicAuth(t.username, t.password)
+	}
+}
+
+// ensureSession logs in once; concurrent callers wait for the same login.
+func (t *transport) ensureSession(ctx context.Context) error {
+	if t.hasAuth() {
+		return nil
+	}
+	t.loginMu.Lock()
+	defer t.loginMu.Unlock()
+	if t.hasAuth() {
+		return nil
+	}
+	payload, _ := json.Marshal(map[string]string{"UserName": t.username, "Password": t.password})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.baseURL+sessionsPath, bytes.NewReader(payload))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := t.attempt(req, payload, false)
+	t.breaker.record(err == nil && resp.StatusCode < 500)
+	if err != nil {
+		return fmt.Errorf("creating a Redfish session: %w", err)
+	}
+	defer drain(resp)
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return ErrAuth
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed:
+		t.mu.Lock()
+		t.basicAuth = true // no SessionService: every request carries Basic credentials
+		t.mu.Unlock()
+		return nil
+	case resp.StatusCode >= 300:
+		return fmt.Errorf("creating a Redfish session: HTTP %d", resp.StatusCode)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.token = resp.Header.Get("X-Auth-Token")
+	t.sessionURI = resp.Header.Get("Location")
+	if t.token == "" {
+		t.basicAuth = true
+	}
+	t.logins.Add(1)
+	return nil
+}
+
+func (t *transport) hasAuth() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.token != "" || t.basicAuth
+}
+
+func (t *transport) dropSession() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.token, t.sessionURI = "", ""
+}
+
+// logout deletes the session on the BMC, best effort.
+func (t *transport) logout(ctx context.Context) {
+	t.mu.Lock()
+	uri := t.sessionURI
+	t.mu.Unlock()
+	if uri == "" {
+		return
+	}
+	if uri[0] == '/' {
+		uri = t.baseURL + uri
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, uri, nil)
+	if err == nil {
+		if resp, err := t.attempt(req, nil, true); err == nil {
+			drain(resp)
+		}
+	}
+	t.dropSession()
+}
+
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
+
+func drain(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	_ = resp.Body.Close()
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// breaker opens after threshold consecutive failures (no answer, or 5xx) and then fails calls
+// fast for cooldown; after that one call at a time may probe, and a success closes it.
+type breaker struct {
+	threshold int
+	cooldown  time.Duration
+
+	mu       sync.Mutex
+	failures int
+	openTil  time.Time
+	probing  bool
+}
+
+func (b *breaker) allow() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.failures < b.threshold {
+		return true
+	}
+	if time.Now().Before(b.openTil) || b.probing {
+		return false
+	}
+	b.probing = true
+	return true
+}
+
+func (b *breaker) record(ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.probing = false
+	if ok {
+		b.failures = 0
+		return
+	}
+	b.failures++
+	if b.failures >= b.threshold {
+		b.openTil = time.Now().Add(b.cooldown)
+	}
+}
+
+func (b *breaker) open() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.failures >= b.threshold && time.Now().Before(b.openTil)
+}

@@ -1,0 +1,151 @@
+package simulator
+
+import (
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Faults injects failures into one simulated server. The zero value injects nothing; every method
+// is safe to call while clients are talking to the server.
+type Faults struct {
+	mu             sync.Mutex
+	errorBurst     int            // next N requests answer errorStatus
+	errorStatus    int            //
+	latency        time.Duration  // added to every request
+	hang           chan struct{}  // non-nil: requests block until closed
+	conflicts      int            // next N reset actions answer 409
+	unavailableTil time.Time      // BMC rebooting: 503 until then
+	wrongPowerTil  time.Time      // power state reported inverted until then
+	drops          map[string]int // method -> next N answers lost after the request was carried out
+}
+
+// DropResponses makes the BMC carry out the next n requests with the given method and then close
+// the connection without answering: the client cannot know whether its request took effect.
+func (f *Faults) DropResponses(method string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.drops == nil {
+		f.drops = map[string]int{}
+	}
+	f.drops[method] = n
+}
+
+func (f *Faults) takeDrop(method string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.drops[method] > 0 {
+		f.drops[method]--
+		return true
+	}
+	return false
+}
+
+// ErrorBurst makes the next n requests fail with status (e.g. 500, 503).
+func (f *Faults) ErrorBurst(n, status int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.errorBurst, f.errorStatus = n, status
+}
+
+// Latency adds d to every request (0 removes it).
+func (f *Faults) Latency(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.latency = d
+}
+
+// Hang makes every request block without an answer until Unhang (or the client gives up).
+func (f *Faults) Hang() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hang == nil {
+		f.hang = make(chan struct{})
+	}
+}
+
+// Unhang releases hanging requests and stops hanging new ones.
+func (f *Faults) Unhang() { f.clearHang() }
+
+func (f *Faults) clearHang() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hang != nil {
+		close(f.hang)
+		f.hang = nil
+	}
+}
+
+// Conflicts makes the next n ComputerSystem.Reset actions answer 409 Conflict.
+func (f *Faults) Conflicts(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.conflicts = n
+}
+
+// WrongPowerState makes the system report the opposite power state for d.
+func (f *Faults) WrongPowerState(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.wrongPowerTil = time.Now().Add(d)
+}
+
+func (f *Faults) powerInverted() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return time.Now().Before(f.wrongPowerTil)
+}
+
+func (f *Faults) takeConflict() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.conflicts > 0 {
+		f.conflicts--
+		return true
+	}
+	return false
+}
+
+func (f *Faults) setUnavailable(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.unavailableTil = time.Now().Add(d)
+}
+
+// intercept applies the request-level faults; true means the request was answered.
+func (f *Faults) intercept(w http.ResponseWriter, r *http.Request) bool {
+	f.mu.Lock()
+	latency, hang := f.latency, f.hang
+	unavailable := time.Now().Before(f.unavailableTil)
+	burst := f.errorBurst > 0
+	status := f.errorStatus
+	if burst {
+		f.errorBurst--
+	}
+	f.mu.Unlock()
+
+	if hang != nil {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+			return true
+		}
+	}
+	if latency > 0 {
+		select {
+		case <-time.After(latency):
+		case <-r.Context().Done():
+			return true
+		}
+	}
+	switch {
+	case unavailable:
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "Base.1.8.ServiceTemporarilyUnavailable", "The BMC is restarting.")
+		return true
+	case burst:
+		writeError(w, status, "Base.1.8.InternalError", "Injected fault.")
+		return true
+	}
+	return false
+}

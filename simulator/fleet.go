@@ -1,0 +1,64 @@
+package simulator
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// FleetOptions describe a fleet of identical simulated servers.
+type FleetOptions struct {
+	// Servers is how many servers to start.
+	Servers int
+	// NamePrefix names servers <prefix>-<n> (default "server").
+	NamePrefix string
+	// Username and Password every BMC accepts (default admin / password).
+	Username, Password string
+	// PowerLatency, TaskDuration, TLS and PoweredOn as in Config.
+	PowerLatency time.Duration
+	TaskDuration time.Duration
+	TLS          bool
+	PoweredOn    bool
+}
+
+// Fleet is a set of simulated servers.
+type Fleet struct {
+	Servers []*Server
+}
+
+// StartFleet starts opts.Servers servers, each on its own loopback port.
+func StartFleet(opts FleetOptions) (*Fleet, error) {
+	if opts.Servers < 1 {
+		return nil, errors.New("simulator: a fleet needs at least one server")
+	}
+	if opts.NamePrefix == "" {
+		opts.NamePrefix = "server"
+	}
+	f := &Fleet{}
+	for i := 0; i < opts.Servers; i++ {
+		s, err := New(Config{
+			ID: fmt.Sprintf("%s-%d", opts.NamePrefix, i), Index: i, Username: opts.Username, Password: opts.Password,
+			PowerLatency: opts.PowerLatency, TaskDuration: opts.TaskDuration, TLS: opts.TLS, PoweredOn: opts.PoweredOn,
+		})
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		f.Servers = append(f.Servers, s)
+	}
+	return f, nil
+}
+
+// Close stops every server.
+func (f *Fleet) Close() {
+	for _, s := range f.Servers {
+		s.Close()
+	}
+}
+
+// OnBoot registers one observer on every server.
+func (f *Fleet) OnBoot(fn func(BootEvent)) {
+	for _, s := range f.Servers {
+		s.OnBoot(fn)
+	}
+}

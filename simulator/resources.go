@@ -1,0 +1,514 @@
+package simulator
+
+import (
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+const (
+	rootPath      = "/redfish/v1"
+	systemPath    = rootPath + "/Systems/1"
+	managerPath   = rootPath + "/Managers/BMC"
+	chassisPath   = rootPath + "/Chassis/1"
+	sessionsPath  = rootPath + "/SessionService/Sessions"
+	mediaPath     = managerPath + "/VirtualMedia/CD1"
+	biosPath      = systemPath + "/Bios"
+	updatePath    = rootPath + "/UpdateService"
+	tasksPath     = rootPath + "/TaskService/Tasks"
+	registryPath  = rootPath + "/Registries/BiosAttributeRegistry.v1_0_0"
+	registryJSON  = registryPath + "/BiosAttributeRegistry.v1_0_0.json"
+	resetTarget   = systemPath + "/Actions/ComputerSystem.Reset"
+	storagePath   = systemPath + "/Storage/1"
+	firmwarePath  = updatePath + "/FirmwareInventory"
+	monitorPrefix = rootPath + "/TaskService/TaskMonitors/"
+)
+
+var resetTypes = []string{"On", "ForceOn", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "PowerCycle", "PushPowerButton"}
+
+func link(path string) map[string]any { return map[string]any{"@odata.id": path} }
+
+func collection(path, typ, name string, members []any) map[string]any {
+	return map[string]any{"@odata.id": path, "@odata.type": typ, "Name": name,
+		"Members": members, "Members@odata.count": len(members)}
+}
+
+func pemCert(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// routes serves the Redfish resource tree of one BMC managing one system.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	static := func(pattern string, body func() map[string]any) {
+		mux.HandleFunc("GET "+pattern, func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, body()) })
+	}
+	static("/redfish", func() map[string]any { return map[string]any{"v1": "/redfish/v1/"} })
+	static(rootPath, s.serviceRoot)
+	static(rootPath+"/Systems", func() map[string]any {
+		return collection(rootPath+"/Systems", "#ComputerSystemCollection.ComputerSystemCollection", "Systems", []any{link(systemPath)})
+	})
+	static(systemPath, s.system)
+	mux.HandleFunc("PATCH "+systemPath, s.patchSystem)
+	mux.HandleFunc("POST "+resetTarget, s.postReset)
+	static(systemPath+"/ResetActionInfo", func() map[string]any {
+		return map[string]any{"@odata.id": systemPath + "/ResetActionInfo", "@odata.type": "#ActionInfo.v1_1_2.ActionInfo", "Id": "ResetActionInfo", "Name": "Reset Action Info",
+			"Parameters": []any{map[string]any{"Name": "ResetType", "Required": true, "DataType": "String", "AllowableValues": resetTypes}}}
+	})
+	static(systemPath+"/Processors", func() map[string]any {
+		return collection(systemPath+"/Processors", "#ProcessorCollection.ProcessorCollection", "Processors",
+			[]any{link(systemPath + "/Processors/CPU1"), link(systemPath + "/Processors/CPU2")})
+	})
+	mux.HandleFunc("GET "+systemPath+"/Processors/{id}", s.processor)
+	static(systemPath+"/Memory", func() map[string]any {
+		members := []any{}
+		for i := 1; i <= 8; i++ {
+			members = append(members, link(fmt.Sprintf("%s/Memory/DIMM%d", systemPath, i)))
+		}
+		return collection(systemPath+"/Memory", "#MemoryCollection.MemoryCollection", "Memory", members)
+	})
+	mux.HandleFunc("GET "+systemPath+"/Memory/{id}", s.memory)
+	static(systemPath+"/EthernetInterfaces", func() map[string]any {
+		return collection(systemPath+"/EthernetInterfaces", "#EthernetInterfaceCollection.EthernetInterfaceCollection", "Ethernet Interfaces",
+			[]any{link(systemPath + "/EthernetInterfaces/NIC1"), link(systemPath + "/EthernetInterfaces/NIC2")})
+	})
+	mux.HandleFunc("GET "+systemPath+"/EthernetInterfaces/{id}", s.nic)
+	static(systemPath+"/Storage", func() map[string]any {
+		return collection(systemPath+"/Storage", "#StorageCollection.StorageCollection", "Storage", []any{link(storagePath)})
+	})
+	static(storagePath, s.storage)
+	mux.HandleFunc("GET "+storagePath+"/Drives/{id}", s.drive)
+	mux.HandleFunc("POST "+storagePath+"/Drives/{id}/Actions/Drive.SecureErase", s.secureErase)
+	static(systemPath+"/VirtualMedia", func() map[string]any {
+		return collection(systemPath+"/VirtualMedia", "#VirtualMediaCollection.VirtualMediaCollection", "Virtual Media", []any{link(mediaPath)})
+	})
+	static(biosPath, s.biosResource)
+	static(biosPath+"/Settings", s.biosSettings)
+	mux.HandleFunc("PATCH "+biosPath+"/Settings", s.patchBiosSettings)
+	static(rootPath+"/Registries", func() map[string]any {
+		return collection(rootPath+"/Registries", "#MessageRegistryFileCollection.MessageRegistryFileCollection", "Registries", []any{link(registryPath)})
+	})
+	static(registryPath, func() map[string]any {
+		return map[string]any{"@odata.id": registryPath, "@odata.type": "#MessageRegistryFile.v1_1_3.MessageRegistryFile",
+			"Id": "BiosAttributeRegistry.v1_0_0", "Name": "BIOS Attribute Registry File", "Registry": "BiosAttributeRegistry.1.0",
+			"Languages": []string{"en"}, "Location": []any{map[string]any{"Language": "en", "Uri": registryJSON}}}
+	})
+	static(registryJSON, func() map[string]any {
+		return map[string]any{"@odata.type": "#AttributeRegistry.v1_3_6.AttributeRegistry", "Id": "BiosAttributeRegistry.v1_0_0",
+			"Name": "BIOS Attribute Registry", "Language": "en", "OwningEntity": "CAPRF", "RegistryVersion": "1.0.0",
+			"RegistryEntries": map[string]any{"Attributes": biosRegistry}}
+	})
+
+	static(rootPath+"/Managers", func() map[string]any {
+		return collection(rootPath+"/Managers", "#ManagerCollection.ManagerCollection", "Managers", []any{link(managerPath)})
+	})
+	static(managerPath, s.manager)
+	static(managerPath+"/VirtualMedia", func() map[string]any {
+		return collection(managerPath+"/VirtualMedia", "#VirtualMediaCollection.VirtualMediaCollection", "Virtual Media", []any{link(mediaPath)})
+	})
+	static(mediaPath, s.virtualMedia)
+	mux.HandleFunc("PATCH "+mediaPath, s.patchVirtualMedia)
+	mux.HandleFunc("POST "+mediaPath+"/Actions/VirtualMedia.InsertMedia", s.insertMedia)
+	mux.HandleFunc("POST "+mediaPath+"/Actions/VirtualMedia.EjectMedia", s.ejectMedia)
+
+	static(rootPath+"/Chassis", func() map[string]any {
+		return collection(rootPath+"/Chassis", "#ChassisCollection.ChassisCollection", "Chassis", []any{link(chassisPath)})
+	})
+	static(chassisPath, func() map[string]any {
+		return map[string]any{"@odata.id": chassisPath, "@odata.type": "#Chassis.v1_23_0.Chassis", "Id": "1", "Name": "Chassis",
+			"ChassisType": "RackMount", "Manufacturer": "CAPRF", "Model": "SimServer 1U", "SerialNumber": "CH-" + s.cfg.ID,
+			"Status": map[string]any{"State": "Enabled", "Health": "OK"},
+			"Links":  map[string]any{"ComputerSystems": []any{link(systemPath)}, "ManagedBy": []any{link(managerPath)}}}
+	})
+
+	static(rootPath+"/SessionService", func() map[string]any {
+		return map[string]any{"@odata.id": rootPath + "/SessionService", "@odata.type": "#SessionService.v1_1_8.SessionService",
+			"Id": "SessionService", "Name": "Session Service", "ServiceEnabled": true,
+			"SessionTimeout": int(s.cfg.SessionTimeout.Seconds()), "Sessions": link(sessionsPath)}
+	})
+	mux.HandleFunc("GET "+sessionsPath, s.sessionCollection)
+	mux.HandleFunc("POST "+sessionsPath, s.createSession)
+	mux.HandleFunc("GET "+sessionsPath+"/{id}", s.getSession)
+	mux.HandleFunc("DELETE "+sessionsPath+"/{id}", s.deleteSession)
+
+	static(updatePath, func() map[string]any {
+		return map[string]any{"@odata.id": updatePath, "@odata.type": "#UpdateService.v1_11_0.UpdateService", "Id": "UpdateService",
+			"Name": "Update Service", "ServiceEnabled": true, "FirmwareInventory": link(firmwarePath),
+			"Actions": map[string]any{"#UpdateService.SimpleUpdate": map[string]any{
+				"target": updatePath + "/Actions/UpdateService.SimpleUpdate",
+				"TransferProtocol@Redfish.AllowableValues": []string{"HTTP", "HTTPS"}}}}
+	})
+	mux.HandleFunc("POST "+updatePath+"/Actions/UpdateService.SimpleUpdate", s.simpleUpdate)
+	static(firmwarePath, func() map[string]any {
+		return collection(firmwarePath, "#SoftwareInventoryCollection.SoftwareInventoryCollection", "Firmware Inventory",
+			[]any{link(firmwarePath + "/BIOS"), link(firmwarePath + "/BMC")})
+	})
+	mux.HandleFunc("GET "+firmwarePath+"/{id}", s.firmware)
+	static(rootPath+"/TaskService", func() map[string]any {
+		return map[string]any{"@odata.id": rootPath + "/TaskService", "@odata.type": "#TaskService.v1_2_0.TaskService", "Id": "TaskService",
+			"Name": "Task Service", "ServiceEnabled": true, "Tasks": link(tasksPath)}
+	})
+	mux.HandleFunc("GET "+tasksPath, s.taskCollection)
+	mux.HandleFunc("GET "+tasksPath+"/{id}", s.getTask)
+	mux.HandleFunc("GET "+monitorPrefix+"{id}", s.taskMonitor)
+
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", fmt.Sprintf("The resource at the URI %s was not found.", r.URL.Path))
+	})
+	return withTrailingSlash(mux)
+}
+
+// withTrailingSlash serves /path/ like /path, as BMCs do.
+func withTrailingSlash(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.URL.Path) > 1 && strings.HasSuffix(r.URL.Path, "/") && r.URL.Path != "/redfish/v1/" {
+			r.URL.Path = strings.TrimSuffix(r.URL.Path, "/")
+		} else if r.URL.Path == "/redfish/v1/" {
+			r.URL.Path = rootPath
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) serviceRoot() map[string]any {
+	return map[string]any{
+		"@odata.id": rootPath, "@odata.type": "#ServiceRoot.v1_15_0.ServiceRoot", "Id": "RootService",
+		"Name": "Root Service", "RedfishVersion": "1.17.0", "UUID": s.state.uuid,
+		"Systems": link(rootPath + "/Systems"), "Chassis": link(rootPath + "/Chassis"), "Managers": link(rootPath + "/Managers"),
+		"SessionService": link(rootPath + "/SessionService"), "UpdateService": link(updatePath),
+		"Tasks": link(rootPath + "/TaskService"), "Registries": link(rootPath + "/Registries"),
+		"Links":                     map[string]any{"Sessions": link(sessionsPath)},
+		"ProtocolFeaturesSupported": map[string]any{"ExpandQuery": map[string]any{"ExpandAll": false}},
+	}
+}
+
+func (s *Server) system() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.state
+	power := st.power
+	if s.Fault.powerInverted() {
+		power = map[string]string{PowerOn: PowerOff, PowerOff: PowerOn, PowerPoweringOn: PowerOff, PowerPoweringOff: PowerOn}[power]
+	}
+	return map[string]any{
+		"@odata.id": systemPath, "@odata.type": "#ComputerSystem.v1_20_0.ComputerSystem", "Id": "1", "Name": "System",
+		"SystemType": "Physical", "Manufacturer": "CAPRF", "Model": "SimServer 1U", "SerialNumber": "SN-" + s.cfg.ID,
+		"UUID": st.uuid, "HostName": "", "PowerState": power, "BiosVersion": st.biosVersion,
+		"Status":             map[string]any{"State": "Enabled", "Health": "OK"},
+		"ProcessorSummary":   map[string]any{"Count": 2, "CoreCount": 32, "Model": "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz"},
+		"MemorySummary":      map[string]any{"TotalSystemMemoryGiB": 256},
+		"Processors":         link(systemPath + "/Processors"),
+		"Memory":             link(systemPath + "/Memory"),
+		"EthernetInterfaces": link(systemPath + "/EthernetInterfaces"),
+		"Storage":            link(systemPath + "/Storage"),
+		"VirtualMedia":       link(systemPath + "/VirtualMedia"),
+		"Bios":               link(biosPath),
+		"Boot": map[string]any{
+			"BootSourceOverrideEnabled":                         st.boot.enabled,
+			"BootSourceOverrideTarget":                          st.boot.target,
+			"BootSourceOverrideMode":                            st.boot.mode,
+			"HttpBootUri":                                       st.boot.httpURI,
+			"BootSourceOverrideTarget@Redfish.AllowableValues":  []string{"None", "Pxe", "Cd", "Hdd", "UefiHttp", "BiosSetup"},
+			"BootSourceOverrideEnabled@Redfish.AllowableValues": []string{"Disabled", "Once", "Continuous"},
+			"BootSourceOverrideMode@Redfish.AllowableValues":    []string{"UEFI", "Legacy"},
+		},
+		"Actions": map[string]any{"#ComputerSystem.Reset": map[string]any{
+			"target": resetTarget, "ResetType@Redfish.AllowableValues": resetTypes,
+			"@Redfish.ActionInfo": systemPath + "/ResetActionInfo",
+		}},
+		"Links": map[string]any{"Chassis": []any{link(chassisPath)}, "ManagedBy": []any{link(managerPath)}},
+	}
+}
+
+func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Boot *struct {
+			BootSourceOverrideEnabled *string
+			BootSourceOverrideTarget  *string
+			BootSourceOverrideMode    *string
+			HTTPBootURI               *string `json:"HttpBootUri"`
+		}
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		writeError(w, 400, "Base.1.8.MalformedJSON", "The request body is not valid JSON.")
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := body.Boot; b != nil {
+		next := s.state.boot
+		if b.BootSourceOverrideEnabled != nil {
+			if !oneOf(*b.BootSourceOverrideEnabled, "Disabled", "Once", "Continuous") {
+				writeError(w, 400, "Base.1.8.PropertyValueNotInList", "BootSourceOverrideEnabled value not allowed.")
+				return
+			}
+			next.enabled = *b.BootSourceOverrideEnabled
+		}
+		if b.BootSourceOverrideTarget != nil {
+			if !oneOf(*b.BootSourceOverrideTarget, "None", "Pxe", "Cd", "Hdd", "UefiHttp", "BiosSetup") {
+				writeError(w, 400, "Base.1.8.PropertyValueNotInList", "BootSourceOverrideTarget value not allowed.")
+				return
+			}
+			next.target = *b.BootSourceOverrideTarget
+		}
+		if b.BootSourceOverrideMode != nil {
+			if !oneOf(*b.BootSourceOverrideMode, "UEFI", "Legacy") {
+				writeError(w, 400, "Base.1.8.PropertyValueNotInList", "BootSourceOverrideMode value not allowed.")
+				return
+			}
+			next.mode = *b.BootSourceOverrideMode
+		}
+		if b.HTTPBootURI != nil {
+			next.httpURI = *b.HTTPBootURI
+		}
+		s.state.boot = next
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) postReset(w http.ResponseWriter, r *http.Request) {
+	var body struct{ ResetType string }
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		writeError(w, 400, "Base.1.8.MalformedJSON", "The request body is not valid JSON.")
+		return
+	}
+	if s.Fault.takeConflict() {
+		writeError(w, http.StatusConflict, "Base.1.8.ResourceInUse", "The change could not be made because the resource is in use or in transition.")
+		return
+	}
+	s.mu.Lock()
+	code, msg := s.reset(body.ResetType)
+	s.mu.Unlock()
+	switch code {
+	case 204:
+		w.WriteHeader(http.StatusNoContent)
+	case 409:
+		writeError(w, code, "Base.1.8.ResourceInUse", msg)
+	default:
+		writeError(w, code, "Base.1.8.ActionParameterNotSupported", msg)
+	}
+}
+
+func (s *Server) processor(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if id != "CPU1" && id != "CPU2" {
+		writeError(w, 404, "Base.1.8.ResourceMissingAtURI", "No such processor.")
+		return
+	}
+	writeJSON(w, 200, map[string]any{"@odata.id": systemPath + "/Processors/" + id, "@odata.type": "#Processor.v1_18_0.Processor",
+		"Id": id, "Name": id, "Socket": id, "ProcessorType": "CPU", "ProcessorArchitecture": "x86", "InstructionSet": "x86-64",
+		"Manufacturer": "Intel(R) Corporation", "Model": "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz",
+		"TotalCores": 16, "TotalThreads": 32, "MaxSpeedMHz": 3200, "Status": map[string]any{"State": "Enabled", "Health": "OK"}})
+}
+
+func (s *Server) memory(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	writeJSON(w, 200, map[string]any{"@odata.id": systemPath + "/Memory/" + id, "@odata.type": "#Memory.v1_17_0.Memory",
+		"Id": id, "Name": id, "CapacityMiB": 32768, "MemoryDeviceType": "DDR4", "OperatingSpeedMhz": 3200,
+		"Status": map[string]any{"State": "Enabled", "Health": "OK"}})
+}
+
+func (s *Server) nic(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	idx := map[string]int{"NIC1": 0, "NIC2": 1}
+	i, ok := idx[id]
+	if !ok {
+		writeError(w, 404, "Base.1.8.ResourceMissingAtURI", "No such interface.")
+		return
+	}
+	writeJSON(w, 200, map[string]any{"@odata.id": systemPath + "/EthernetInterfaces/" + id,
+		"@odata.type": "#EthernetInterface.v1_9_0.EthernetInterface", "Id": id, "Name": id,
+		"MACAddress": s.state.macs[i], "PermanentMACAddress": s.state.macs[i], "SpeedMbps": 25000, "LinkStatus": "LinkUp",
+		"Status": map[string]any{"State": "Enabled", "Health": "OK"}})
+}
+
+func (s *Server) storage() map[string]any {
+	drives := []any{}
+	for _, d := range s.state.drives {
+		drives = append(drives, link(storagePath+"/Drives/"+d.id))
+	}
+	return map[string]any{"@odata.id": storagePath, "@odata.type": "#Storage.v1_15_0.Storage", "Id": "1", "Name": "Storage Controller",
+		"Drives": drives, "Drives@odata.count": len(drives), "Status": map[string]any{"State": "Enabled", "Health": "OK"}}
+}
+
+func (s *Server) findDrive(id string) *drive {
+	for _, d := range s.state.drives {
+		if d.id == id {
+			return d
+		}
+	}
+	return nil
+}
+
+func (s *Server) drive(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.findDrive(r.PathValue("id"))
+	if d == nil {
+		writeError(w, 404, "Base.1.8.ResourceMissingAtURI", "No such drive.")
+		return
+	}
+	p := storagePath + "/Drives/" + d.id
+	writeJSON(w, 200, map[string]any{"@odata.id": p, "@odata.type": "#Drive.v1_17_0.Drive", "Id": d.id, "Name": d.id,
+		"Model": d.model, "SerialNumber": d.serial, "CapacityBytes": d.capacity, "MediaType": "SSD", "Protocol": "SATA",
+		"Status":  map[string]any{"State": "Enabled", "Health": "OK"},
+		"Actions": map[string]any{"#Drive.SecureErase": map[string]any{"target": p + "/Actions/Drive.SecureErase"}}})
+}
+
+func (s *Server) secureErase(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.findDrive(r.PathValue("id"))
+	if d == nil {
+		writeError(w, 404, "Base.1.8.ResourceMissingAtURI", "No such drive.")
+		return
+	}
+	d.erased++
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) manager() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return map[string]any{"@odata.id": managerPath, "@odata.type": "#Manager.v1_19_0.Manager", "Id": "BMC", "Name": "Manager",
+		"ManagerType": "BMC", "FirmwareVersion": s.state.bmcVersion, "UUID": s.state.uuid,
+		"Status":       map[string]any{"State": "Enabled", "Health": "OK"},
+		"VirtualMedia": link(managerPath + "/VirtualMedia"),
+		"Links":        map[string]any{"ManagerForServers": []any{link(systemPath)}, "ManagerForChassis": []any{link(chassisPath)}}}
+}
+
+func (s *Server) virtualMedia() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var image any
+	name := ""
+	if s.state.inserted {
+		image = s.state.mediaImage
+		name = s.state.mediaImage[strings.LastIndex(s.state.mediaImage, "/")+1:]
+	}
+	return map[string]any{"@odata.id": mediaPath, "@odata.type": "#VirtualMedia.v1_6_0.VirtualMedia", "Id": "CD1", "Name": "Virtual CD",
+		"MediaTypes": []string{"CD", "DVD"}, "Image": image, "ImageName": name, "Inserted": s.state.inserted,
+		"WriteProtected": true, "ConnectedVia": map[bool]string{true: "URI", false: "NotConnected"}[s.state.inserted],
+		"TransferProtocolType": "HTTP",
+		"Actions": map[string]any{
+			"#VirtualMedia.InsertMedia": map[string]any{"target": mediaPath + "/Actions/VirtualMedia.InsertMedia"},
+			"#VirtualMedia.EjectMedia":  map[string]any{"target": mediaPath + "/Actions/VirtualMedia.EjectMedia"},
+		}}
+}
+
+func (s *Server) insertMedia(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Image    string
+		Inserted *bool
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Image == "" {
+		writeError(w, 400, "Base.1.8.ActionParameterMissing", "The action InsertMedia requires the parameter Image.")
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state.inserted {
+		writeError(w, http.StatusConflict, "Base.1.8.ResourceInUse", "Media is already inserted; eject it first.")
+		return
+	}
+	s.state.mediaImage, s.state.inserted = body.Image, true
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) ejectMedia(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state.mediaImage, s.state.inserted = "", false
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) patchVirtualMedia(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Image    *string
+		Inserted *bool
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		writeError(w, 400, "Base.1.8.MalformedJSON", "The request body is not valid JSON.")
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if body.Image != nil {
+		s.state.mediaImage = *body.Image
+		s.state.inserted = *body.Image != ""
+	}
+	if body.Inserted != nil {
+		s.state.inserted = *body.Inserted && s.state.mediaImage != ""
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) biosResource() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	attrs := map[string]any{}
+	for k, v := range s.state.bios {
+		attrs[k] = v
+	}
+	return map[string]any{"@odata.id": biosPath, "@odata.type": "#Bios.v1_2_1.Bios", "Id": "Bios", "Name": "BIOS Configuration",
+		"AttributeRegistry": "BiosAttributeRegistry.v1_0_0", "Attributes": attrs,
+		"@Redfish.Settings": map[string]any{"@odata.type": "#Settings.v1_3_5.Settings",
+			"SettingsObject": link(biosPath + "/Settings"), "SupportedApplyTimes": []string{"OnReset"}},
+		"Actions": map[string]any{"#Bios.ResetBios": map[string]any{"target": biosPath + "/Actions/Bios.ResetBios"}}}
+}
+
+func (s *Server) biosSettings() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	attrs := map[string]any{}
+	for k, v := range s.state.pendingBios {
+		attrs[k] = v
+	}
+	return map[string]any{"@odata.id": biosPath + "/Settings", "@odata.type": "#Bios.v1_2_1.Bios", "Id": "Settings",
+		"Name": "BIOS Pending Settings", "AttributeRegistry": "BiosAttributeRegistry.v1_0_0", "Attributes": attrs}
+}
+
+func (s *Server) patchBiosSettings(w http.ResponseWriter, r *http.Request) {
+	var body struct{ Attributes map[string]any }
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		writeError(w, 400, "Base.1.8.MalformedJSON", "The request body is not valid JSON.")
+		return
+	}
+	for k, v := range body.Attributes {
+		if id, msg := validateBios(k, v); id != "" {
+			writeError(w, 400, id, msg)
+			return
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, v := range body.Attributes {
+		s.state.pendingBios[k] = v
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) firmware(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	version := map[string]string{"BIOS": s.state.biosVersion, "BMC": s.state.bmcVersion}[id]
+	s.mu.Unlock()
+	if version == "" {
+		writeError(w, 404, "Base.1.8.ResourceMissingAtURI", "No such firmware.")
+		return
+	}
+	writeJSON(w, 200, map[string]any{"@odata.id": firmwarePath + "/" + id, "@odata.type": "#SoftwareInventory.v1_10_0.SoftwareInventory",
+		"Id": id, "Name": id + " firmware", "Version": version, "Updateable": true,
+		"Status": map[string]any{"State": "Enabled", "Health": "OK"}})
+}
+
+func oneOf(v string, allowed ...string) bool {
+	for _, a := range allowed {
+		if v == a {
+			return true
+		}
+	}
+	return false
+}

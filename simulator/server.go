@@ -1,0 +1,343 @@
+package simulator
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Config describes one simulated server.
+type Config struct {
+	// ID names the server (also used for serial numbers and MACs). Required.
+	ID string
+	// Index makes MAC addresses and UUIDs unique across a fleet.
+	Index int
+	// Username and Password the BMC accepts. Defaults: admin / password.
+	Username, Password string
+	// PowerLatency is how long a power transition takes. Default 0 (immediate, but still async).
+	PowerLatency time.Duration
+	// TaskDuration is how long a firmware update task runs. Default 2s.
+	TaskDuration time.Duration
+	// SessionTimeout expires idle sessions. Default 30 minutes.
+	SessionTimeout time.Duration
+	// TLS serves HTTPS with a self-signed certificate instead of HTTP.
+	TLS bool
+	// PoweredOn starts the server powered on.
+	PoweredOn bool
+}
+
+// Server is one simulated BMC with the system it manages.
+type Server struct {
+	cfg   Config
+	srv   *httptest.Server
+	Fault *Faults
+
+	mu        sync.Mutex
+	state     systemState
+	sessions  map[string]*session // token -> session
+	nextID    int
+	tasks     map[string]*task
+	stats     Stats
+	observers []func(BootEvent)
+	closed    bool
+}
+
+type session struct {
+	id       string
+	lastUsed time.Time
+}
+
+// Stats counts what clients did to a server.
+type Stats struct {
+	// Requests by HTTP method (authenticated and not, faults included).
+	Requests map[string]int
+	// SessionsCreated counts successful logins through the SessionService.
+	SessionsCreated int
+	// Resets by ResetType, as accepted (202/204), not including rejected ones.
+	Resets map[string]int
+	// SimpleUpdates counts accepted firmware updates.
+	SimpleUpdates int
+	// Boots counts power-on boots of the system.
+	Boots int
+}
+
+// New starts a simulated server on a loopback port.
+func New(cfg Config) (*Server, error) {
+	if cfg.ID == "" {
+		return nil, fmt.Errorf("simulator: server ID is required")
+	}
+	if cfg.Username == "" {
+		cfg.Username = "admin"
+	}
+	if cfg.Password == "" {
+		cfg.Password = "password"
+	}
+	if cfg.TaskDuration == 0 {
+		cfg.TaskDuration = 2 * time.Second
+	}
+	if cfg.SessionTimeout == 0 {
+		cfg.SessionTimeout = 30 * time.Minute
+	}
+	s := &Server{
+		cfg:      cfg,
+		Fault:    &Faults{},
+		sessions: map[string]*session{},
+		tasks:    map[string]*task{},
+		state:    newSystemState(cfg),
+		stats:    Stats{Requests: map[string]int{}, Resets: map[string]int{}},
+	}
+	s.srv = httptest.NewUnstartedServer(s.handler())
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s.srv.Listener = l
+	if cfg.TLS {
+		s.srv.StartTLS()
+	} else {
+		s.srv.Start()
+	}
+	return s, nil
+}
+
+// Close stops the server.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.Fault.clearHang()
+	s.srv.CloseClientConnections()
+	s.srv.Close()
+}
+
+// ID returns the server's ID.
+func (s *Server) ID() string { return s.cfg.ID }
+
+// URL is the base URL of the service (http://127.0.0.1:port or https://…).
+func (s *Server) URL() string { return s.srv.URL }
+
+// SystemPath is the Redfish path of the managed system.
+func (s *Server) SystemPath() string { return systemPath }
+
+// Address is the BMC address in the form RedfishHost.spec.bmc.address takes.
+func (s *Server) Address() string {
+	hostport := strings.TrimPrefix(strings.TrimPrefix(s.srv.URL, "https://"), "http://")
+	scheme := "redfish+http"
+	if s.cfg.TLS {
+		scheme = "redfish"
+	}
+	return scheme + "://" + hostport + systemPath
+}
+
+// Credentials returns the username and password the BMC accepts.
+func (s *Server) Credentials() (string, string) { return s.cfg.Username, s.cfg.Password }
+
+// CACertPEM returns the PEM certificate of a TLS server (nil for HTTP).
+func (s *Server) CACertPEM() []byte {
+	if s.srv.Certificate() == nil {
+		return nil
+	}
+	return pemCert(s.srv.Certificate().Raw)
+}
+
+// Stats returns a copy of the counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := Stats{Requests: map[string]int{}, Resets: map[string]int{},
+		SessionsCreated: s.stats.SessionsCreated, SimpleUpdates: s.stats.SimpleUpdates, Boots: s.stats.Boots}
+	for k, v := range s.stats.Requests {
+		out.Requests[k] = v
+	}
+	for k, v := range s.stats.Resets {
+		out.Resets[k] = v
+	}
+	return out
+}
+
+// ActiveSessions returns how many sessions the BMC holds.
+func (s *Server) ActiveSessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}
+
+// handler wraps the Redfish routes with request counting, fault injection and authentication.
+func (s *Server) handler() http.Handler {
+	mux := s.routes()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.stats.Requests[r.Method]++
+		s.mu.Unlock()
+
+		if s.Fault.intercept(w, r) {
+			return
+		}
+		if !s.public(r) && !s.authenticate(r) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="redfish"`)
+			writeError(w, http.StatusUnauthorized, "Base.1.8.NoValidSession", "There is no valid session established with the implementation.")
+			return
+		}
+		w.Header().Set("OData-Version", "4.0")
+		if s.Fault.takeDrop(r.Method) {
+			mux.ServeHTTP(httptest.NewRecorder(), r) // carried out, answer lost
+			if hj, ok := w.(http.Hijacker); ok {
+				if conn, _, err := hj.Hijack(); err == nil {
+					_ = conn.Close()
+				}
+			}
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// public lists what Redfish allows without authentication: the service root, $metadata, odata
+// and creating a session.
+func (s *Server) public(r *http.Request) bool {
+	switch strings.TrimSuffix(r.URL.Path, "/") {
+	case "/redfish", rootPath, rootPath + "/odata", rootPath + "/$metadata":
+		return r.Method == http.MethodGet
+	case sessionsPath:
+		return r.Method == http.MethodPost
+	}
+	return false
+}
+
+func (s *Server) authenticate(r *http.Request) bool {
+	if tok := r.Header.Get("X-Auth-Token"); tok != "" {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		sess, ok := s.sessions[tok]
+		if !ok {
+			return false
+		}
+		if time.Since(sess.lastUsed) > s.cfg.SessionTimeout {
+			delete(s.sessions, tok)
+			return false
+		}
+		sess.lastUsed = time.Now()
+		return true
+	}
+	user, pass, ok := r.BasicAuth()
+	return ok && s.checkPassword(user, pass)
+}
+
+func (s *Server) checkPassword(user, pass string) bool {
+	return subtle.ConstantTimeCompare([]byte(user), []byte(s.cfg.Username)) == 1 &&
+		subtle.ConstantTimeCompare([]byte(pass), []byte(s.cfg.Password)) == 1
+}
+
+// ExpireSessions drops every session, as a BMC does when sessions time out or it restarts.
+func (s *Server) ExpireSessions() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sessions = map[string]*session{}
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
+	var body struct{ UserName, Password string }
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		writeError(w, http.StatusBadRequest, "Base.1.8.MalformedJSON", "The request body is not valid JSON.")
+		return
+	}
+	if !s.checkPassword(body.UserName, body.Password) {
+		writeError(w, http.StatusUnauthorized, "Base.1.8.ResourceAtUriUnauthorized", "Invalid username or password.")
+		return
+	}
+	tok := randomHex(16)
+	s.mu.Lock()
+	s.nextID++
+	id := fmt.Sprintf("%d", s.nextID)
+	s.sessions[tok] = &session{id: id, lastUsed: time.Now()}
+	s.stats.SessionsCreated++
+	s.mu.Unlock()
+	loc := sessionsPath + "/" + id
+	w.Header().Set("X-Auth-Token", tok)
+	w.Header().Set("Location", loc)
+	writeJSON(w, http.StatusCreated, map[string]any{
+		"@odata.id": loc, "@odata.type": "#Session.v1_6_0.Session", "Id": id, "Name": "User Session",
+		"UserName": body.UserName,
+	})
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for tok, sess := range s.sessions {
+		if sess.id == id {
+			delete(s.sessions, tok)
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", "No such session.")
+}
+
+func (s *Server) sessionCollection(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	members := make([]any, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		members = append(members, link(sessionsPath+"/"+sess.id))
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, collection(sessionsPath, "#SessionCollection.SessionCollection", "Sessions", members))
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sess := range s.sessions {
+		if sess.id == id {
+			writeJSON(w, http.StatusOK, map[string]any{
+				"@odata.id": sessionsPath + "/" + id, "@odata.type": "#Session.v1_6_0.Session", "Id": id,
+				"Name": "User Session", "UserName": s.cfg.Username,
+			})
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", "No such session.")
+}
+
+// after runs f after d, under the server lock, unless the server was closed by then.
+func (s *Server) after(d time.Duration, f func()) {
+	time.AfterFunc(d, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.closed {
+			f()
+		}
+	})
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError writes a Redfish error body (the Base message registry shape).
+func writeError(w http.ResponseWriter, code int, msgID, msg string) {
+	writeJSON(w, code, map[string]any{"error": map[string]any{
+		"code": msgID, "message": msg,
+		"@Message.ExtendedInfo": []any{map[string]any{
+			"@odata.type": "#Message.v1_1_1.Message", "MessageId": msgID, "Message": msg, "Severity": "Warning",
+		}},
+	}})
+}

@@ -1,0 +1,259 @@
+package simulator
+
+import (
+	"fmt"
+	"time"
+)
+
+// Power states as Redfish reports them.
+const (
+	PowerOn          = "On"
+	PowerOff         = "Off"
+	PowerPoweringOn  = "PoweringOn"
+	PowerPoweringOff = "PoweringOff"
+)
+
+// BootEvent is what a simulated system did when it powered on: which one-time (or continuous)
+// boot target was set and which media was inserted. The simulated OS reads it.
+type BootEvent struct {
+	ServerID string
+	Time     time.Time
+	// Target is the effective boot source: None (disk/default), Pxe, Cd, Hdd, UefiHttp, BiosSetup.
+	Target string
+	// Mode is UEFI or Legacy.
+	Mode string
+	// MediaImage is the virtual media image URL, when booting from Cd with media inserted.
+	MediaImage string
+	// HTTPBootURI is the UEFI HTTP boot URI, when booting UefiHttp.
+	HTTPBootURI string
+	// MACs of the system's NICs, boot NIC first.
+	MACs []string
+}
+
+type bootOverride struct {
+	enabled string // Disabled, Once, Continuous
+	target  string // None, Pxe, Cd, Hdd, UefiHttp, BiosSetup
+	mode    string // UEFI, Legacy
+	httpURI string
+}
+
+type drive struct {
+	id, model, serial string
+	capacity          int64
+	erased            int // times secure-erased
+}
+
+type systemState struct {
+	power       string
+	boot        bootOverride
+	mediaImage  string
+	inserted    bool
+	bios        map[string]any
+	pendingBios map[string]any
+	biosVersion string
+	bmcVersion  string
+	drives      []*drive
+	macs        []string
+	uuid        string
+}
+
+func newSystemState(cfg Config) systemState {
+	power := PowerOff
+	if cfg.PoweredOn {
+		power = PowerOn
+	}
+	i := cfg.Index
+	return systemState{
+		power: power,
+		boot:  bootOverride{enabled: "Disabled", target: "None", mode: "UEFI"},
+		bios: map[string]any{
+			"BootMode": "Uefi", "ProcTurboMode": "Enabled", "SriovGlobalEnable": "Disabled",
+			"ProcVirtualization": "Enabled", "WorkloadProfile": "Balanced", "NumaGroupSizeOpt": 1,
+		},
+		pendingBios: map[string]any{},
+		biosVersion: "U46 v2.80",
+		bmcVersion:  "iLO 6 v1.60",
+		drives: []*drive{
+			{id: "Disk0", model: "MZ7LH960HAJR", serial: fmt.Sprintf("S4%s-0", cfg.ID), capacity: 960197124096},
+			{id: "Disk1", model: "MZ7LH960HAJR", serial: fmt.Sprintf("S4%s-1", cfg.ID), capacity: 960197124096},
+		},
+		macs: []string{
+			fmt.Sprintf("52:54:00:%02x:%02x:01", (i>>8)&0xff, i&0xff),
+			fmt.Sprintf("52:54:00:%02x:%02x:02", (i>>8)&0xff, i&0xff),
+		},
+		uuid: fmt.Sprintf("4c4c4544-0000-4000-8000-%012x", i+1),
+	}
+}
+
+// biosRegistry describes every BIOS attribute: its type and, for enumerations, allowed values.
+var biosRegistry = []map[string]any{
+	enumAttr("BootMode", "Uefi", "LegacyBios"),
+	enumAttr("ProcTurboMode", "Enabled", "Disabled"),
+	enumAttr("SriovGlobalEnable", "Enabled", "Disabled"),
+	enumAttr("ProcVirtualization", "Enabled", "Disabled"),
+	enumAttr("WorkloadProfile", "Balanced", "MaximumPerformance", "PowerEfficient"),
+	{"AttributeName": "NumaGroupSizeOpt", "Type": "Integer", "LowerBound": 1, "UpperBound": 8, "ReadOnly": false},
+}
+
+func enumAttr(name string, values ...string) map[string]any {
+	vals := make([]any, 0, len(values))
+	for _, v := range values {
+		vals = append(vals, map[string]any{"ValueName": v})
+	}
+	return map[string]any{"AttributeName": name, "Type": "Enumeration", "Value": vals, "ReadOnly": false}
+}
+
+// validateBios checks one attribute against the registry; it returns a Redfish message ID and
+// text when the attribute is unknown or its value does not fit.
+func validateBios(name string, value any) (string, string) {
+	for _, a := range biosRegistry {
+		if a["AttributeName"] != name {
+			continue
+		}
+		switch a["Type"] {
+		case "Enumeration":
+			s, ok := value.(string)
+			if !ok {
+				return "Base.1.8.PropertyValueTypeError", fmt.Sprintf("The value for the property %s is of a different type than the property can accept.", name)
+			}
+			for _, v := range a["Value"].([]any) {
+				if v.(map[string]any)["ValueName"] == s {
+					return "", ""
+				}
+			}
+			return "Base.1.8.PropertyValueNotInList", fmt.Sprintf("The value %s for the property %s is not in the list of acceptable values.", s, name)
+		case "Integer":
+			f, ok := value.(float64)
+			if !ok || f != float64(int64(f)) {
+				return "Base.1.8.PropertyValueTypeError", fmt.Sprintf("The value for the property %s is of a different type than the property can accept.", name)
+			}
+			if f < float64(a["LowerBound"].(int)) || f > float64(a["UpperBound"].(int)) {
+				return "Base.1.8.PropertyValueOutOfRange", fmt.Sprintf("The value for the property %s is out of range.", name)
+			}
+			return "", ""
+		}
+	}
+	return "Base.1.8.PropertyUnknown", fmt.Sprintf("The property %s is not in the list of valid properties for the resource.", name)
+}
+
+// OnBoot registers an observer called (in its own goroutine) every time the system boots.
+func (s *Server) OnBoot(f func(BootEvent)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.observers = append(s.observers, f)
+}
+
+// PowerState returns the true power state (not affected by the WrongPowerState fault).
+func (s *Server) PowerState() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state.power
+}
+
+// BiosAttributes returns the current (applied) BIOS attributes.
+func (s *Server) BiosAttributes() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]any{}
+	for k, v := range s.state.bios {
+		out[k] = v
+	}
+	return out
+}
+
+// FirmwareVersions returns the BIOS and BMC firmware versions.
+func (s *Server) FirmwareVersions() (bios, bmc string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state.biosVersion, s.state.bmcVersion
+}
+
+// DriveErasures returns how many times each drive was secure-erased.
+func (s *Server) DriveErasures() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for _, d := range s.state.drives {
+		out[d.id] = d.erased
+	}
+	return out
+}
+
+// MACs returns the system's NIC MAC addresses, boot NIC first.
+func (s *Server) MACs() []string { return append([]string(nil), s.state.macs...) }
+
+// reset applies a ComputerSystem.Reset; it returns an HTTP status and message. Caller holds s.mu.
+func (s *Server) reset(resetType string) (int, string) {
+	st := &s.state
+	if st.power == PowerPoweringOn || st.power == PowerPoweringOff {
+		return 409, "A power transition is in progress."
+	}
+	lat := s.cfg.PowerLatency
+	switch resetType {
+	case "On", "ForceOn":
+		if st.power == PowerOn {
+			return 204, ""
+		}
+		s.powerOn(lat)
+	case "ForceOff", "GracefulShutdown", "PushPowerButton":
+		if st.power == PowerOff {
+			if resetType == "PushPowerButton" {
+				s.powerOn(lat)
+			}
+			return 204, ""
+		}
+		st.power = PowerPoweringOff
+		s.after(lat, func() { st.power = PowerOff })
+	case "GracefulRestart", "ForceRestart", "PowerCycle":
+		if st.power == PowerOff {
+			s.powerOn(lat)
+			break
+		}
+		st.power = PowerPoweringOff
+		s.after(lat, func() {
+			st.power = PowerOff
+			s.powerOn(lat)
+		})
+	default:
+		return 400, fmt.Sprintf("The value %s for the parameter ResetType is not supported.", resetType)
+	}
+	s.stats.Resets[resetType]++
+	return 204, ""
+}
+
+// powerOn starts a boot that completes after lat. Caller holds s.mu.
+func (s *Server) powerOn(lat time.Duration) {
+	s.state.power = PowerPoweringOn
+	s.after(lat, s.booted)
+}
+
+// booted finishes a power-on: pending BIOS settings apply, a one-time boot override is consumed,
+// and observers see what was booted. Caller holds s.mu.
+func (s *Server) booted() {
+	st := &s.state
+	st.power = PowerOn
+	s.stats.Boots++
+	for k, v := range st.pendingBios {
+		st.bios[k] = v
+	}
+	st.pendingBios = map[string]any{}
+
+	ev := BootEvent{ServerID: s.cfg.ID, Time: time.Now(), Target: "None", Mode: st.boot.mode, MACs: append([]string(nil), st.macs...)}
+	if st.boot.enabled != "Disabled" {
+		ev.Target = st.boot.target
+		if st.boot.enabled == "Once" {
+			st.boot.enabled, st.boot.target = "Disabled", "None"
+		}
+	}
+	switch ev.Target {
+	case "Cd":
+		if st.inserted {
+			ev.MediaImage = st.mediaImage
+		}
+	case "UefiHttp":
+		ev.HTTPBootURI = st.boot.httpURI
+	}
+	for _, f := range s.observers {
+		go f(ev)
+	}
+}

@@ -1,0 +1,160 @@
+package simulator
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+)
+
+// Task states as Redfish reports them.
+const (
+	TaskRunning   = "Running"
+	TaskCompleted = "Completed"
+	TaskException = "Exception"
+)
+
+type task struct {
+	id       string
+	state    string
+	percent  int
+	message  string
+	start    time.Time
+	end      time.Time
+	target   string // BIOS or BMC
+	version  string
+	imageURI string
+}
+
+func (t *task) resource() map[string]any {
+	status := map[string]string{TaskRunning: "OK", TaskCompleted: "OK", TaskException: "Critical"}[t.state]
+	r := map[string]any{
+		"@odata.id": tasksPath + "/" + t.id, "@odata.type": "#Task.v1_7_1.Task", "Id": t.id, "Name": "Firmware update " + t.target,
+		"TaskState": t.state, "TaskStatus": status, "PercentComplete": t.percent,
+		"StartTime": t.start.UTC().Format(time.RFC3339), "TaskMonitor": monitorPrefix + t.id,
+		"Messages": []any{map[string]any{"MessageId": "Update.1.0.UpdateInProgress", "Message": t.message}},
+	}
+	if !t.end.IsZero() {
+		r["EndTime"] = t.end.UTC().Format(time.RFC3339)
+	}
+	return r
+}
+
+// simpleUpdate accepts UpdateService.SimpleUpdate. The target is BMC when Targets names the
+// manager or its firmware inventory entry, BIOS otherwise; the new version is the image file name
+// without its extension.
+func (s *Server) simpleUpdate(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		ImageURI         string
+		TransferProtocol string
+		Targets          []string
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.ImageURI == "" {
+		writeError(w, 400, "Base.1.8.ActionParameterMissing", "The action SimpleUpdate requires the parameter ImageURI.")
+		return
+	}
+	target := "BIOS"
+	for _, t := range body.Targets {
+		if strings.Contains(t, "/Managers/") || strings.HasSuffix(t, "/BMC") {
+			target = "BMC"
+		}
+	}
+	version := strings.TrimSuffix(path.Base(body.ImageURI), path.Ext(body.ImageURI))
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.tasks {
+		if t.state == TaskRunning && t.target == target {
+			writeError(w, http.StatusConflict, "Base.1.8.ResourceInUse", "An update of "+target+" is already running.")
+			return
+		}
+	}
+	s.nextID++
+	t := &task{id: fmt.Sprintf("%d", s.nextID), state: TaskRunning, start: time.Now(), target: target,
+		version: version, imageURI: body.ImageURI, message: "Update of " + target + " to " + version + " started."}
+	s.tasks[t.id] = t
+	s.stats.SimpleUpdates++
+	step := s.cfg.TaskDuration / 4
+	for i := 1; i <= 4; i++ {
+		s.after(time.Duration(i)*step, func() { s.progress(t, i) })
+	}
+	w.Header().Set("Location", monitorPrefix+t.id)
+	w.Header().Set("Retry-After", "1")
+	writeJSON(w, http.StatusAccepted, t.resource())
+}
+
+// progress moves a task one quarter forward. Caller holds s.mu.
+func (s *Server) progress(t *task, quarter int) {
+	if t.state != TaskRunning {
+		return
+	}
+	t.percent = quarter * 25
+	if quarter < 4 {
+		return
+	}
+	t.state, t.end = TaskCompleted, time.Now()
+	t.message = "Update of " + t.target + " to " + t.version + " completed."
+	if t.target == "BMC" {
+		s.state.bmcVersion = t.version
+		// A BMC reboots into new firmware: sessions are gone and it is briefly unavailable.
+		s.sessions = map[string]*session{}
+		s.Fault.setUnavailable(s.cfg.TaskDuration / 4)
+	} else {
+		s.state.biosVersion = t.version
+	}
+}
+
+// ResetBMC simulates the BMC rebooting: it answers 503 for d, forgets every session, and any
+// running firmware task ends in Exception.
+func (s *Server) ResetBMC(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sessions = map[string]*session{}
+	for _, t := range s.tasks {
+		if t.state == TaskRunning {
+			t.state, t.end, t.message = TaskException, time.Now(), "The BMC was reset while the update was running."
+		}
+	}
+	s.Fault.setUnavailable(d)
+}
+
+func (s *Server) taskCollection(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	members := make([]any, 0, len(s.tasks))
+	for id := range s.tasks {
+		members = append(members, link(tasksPath+"/"+id))
+	}
+	s.mu.Unlock()
+	writeJSON(w, 200, collection(tasksPath, "#TaskCollection.TaskCollection", "Tasks", members))
+}
+
+func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tasks[r.PathValue("id")]
+	if !ok {
+		writeError(w, 404, "Base.1.8.ResourceMissingAtURI", "No such task.")
+		return
+	}
+	writeJSON(w, 200, t.resource())
+}
+
+// taskMonitor answers 202 with the task while it runs, then the task with 200 once it ended.
+func (s *Server) taskMonitor(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tasks[r.PathValue("id")]
+	if !ok {
+		writeError(w, 404, "Base.1.8.ResourceMissingAtURI", "No such task monitor.")
+		return
+	}
+	if t.state == TaskRunning {
+		w.Header().Set("Location", monitorPrefix+t.id)
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusAccepted, t.resource())
+		return
+	}
+	writeJSON(w, 200, t.resource())
+}
