@@ -1,12 +1,18 @@
-// Package controllers holds the provider's reconcilers, one package-level file set per kind.
+// Package controllers wires the provider's reconcilers (one package per kind) into a manager.
 package controllers
 
 import (
 	"context"
+	"time"
 
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	"github.com/caprf/cluster-api-provider-redfish/bmc"
+	"github.com/caprf/cluster-api-provider-redfish/controllers/cluster"
+	"github.com/caprf/cluster-api-provider-redfish/controllers/host"
+	"github.com/caprf/cluster-api-provider-redfish/controllers/machine"
 )
 
 // Options configure the provider's controllers.
@@ -18,20 +24,39 @@ type Options struct {
 	Controller controller.Options
 	// ClusterCache is CAPI's cache of workload-cluster clients.
 	ClusterCache clustercache.ClusterCache
+	// BMC tunes the Redfish clients.
+	BMC bmc.Options
+	// SeedBaseURL is the URL hosts reach the seed server at.
+	SeedBaseURL string
+	// PollInterval is how often waiting objects look again (default 2s).
+	PollInterval time.Duration
 }
 
-// RBAC of the manager, least privilege: our kinds, CAPI objects it reads or hooks into, the Secrets
-// holding BMC credentials and bootstrap data, Events, and the workload kubeconfig.
+// RBAC of the manager, least privilege: our kinds, CAPI objects it reads, the Secrets holding BMC
+// credentials, bootstrap data and seeds, Events, and workload Nodes (through the kubeconfig).
 //
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishhosts;redfishmachines;redfishclusters,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishhosts;redfishmachines;redfishclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishhosts/status;redfishmachines/status;redfishclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmachinetemplates;redfishclustertemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status;machines;machines/status;machinesets;machinedeployments,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Setup registers every controller of the provider with the manager.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
-	return nil
+	pool := bmc.NewPool(opts.BMC)
+	if err := (&host.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, SeedBaseURL: opts.SeedBaseURL,
+		Recorder: mgr.GetEventRecorder("redfishhost-controller"), WatchFilterValue: opts.WatchFilterValue, PollInterval: opts.PollInterval,
+	}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
+		return err
+	}
+	if err := (&machine.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: opts.ClusterCache,
+		Recorder: mgr.GetEventRecorder("redfishmachine-controller"), WatchFilterValue: opts.WatchFilterValue, PollInterval: opts.PollInterval,
+	}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
+		return err
+	}
+	return (&cluster.Reconciler{Client: mgr.GetClient(), WatchFilterValue: opts.WatchFilterValue}).SetupWithManager(ctx, mgr, opts.Controller)
 }

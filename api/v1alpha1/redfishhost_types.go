@@ -227,9 +227,26 @@ type HostClaim struct {
 	// +optional
 	AutomatedCleaningMode AutomatedCleaningMode `json:"automatedCleaningMode,omitempty"`
 
+	// image the consumer asked for, copied when the claim was made.
+	// +optional
+	Image *Image `json:"image,omitempty"`
+
+	// bootMethod the consumer asked for, copied when the claim was made.
+	// +optional
+	BootMethod BootMethod `json:"bootMethod,omitempty"`
+
 	// since is when the claim was made.
 	// +optional
 	Since metav1.Time `json:"since,omitzero"`
+
+	// provisioned is set by the consumer once its Node joined: the host runs the image.
+	// +optional
+	Provisioned bool `json:"provisioned,omitempty"`
+
+	// release is set by the consumer when it is deleted: the host powers off, is cleaned unless
+	// the claim says otherwise, and returns to the pool (reserved for owner with nodeReuse).
+	// +optional
+	Release bool `json:"release,omitempty"`
 }
 
 // RedfishHostStatus is the observed state of one physical server.
@@ -237,6 +254,11 @@ type RedfishHostStatus struct {
 	// state is the lifecycle state.
 	// +optional
 	State HostState `json:"state,omitempty"`
+
+	// bootIssuedAt is when the provisioning boot was sent to the BMC for the current claim, so it
+	// is never sent twice.
+	// +optional
+	BootIssuedAt *metav1.Time `json:"bootIssuedAt,omitempty"`
 
 	// powerState as the BMC last reported it (On, Off, PoweringOn, PoweringOff).
 	// +optional

@@ -13,6 +13,7 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -20,6 +21,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -36,6 +38,8 @@ import (
 	"sigs.k8s.io/cluster-api/core/reconcilers/machineset"
 	"sigs.k8s.io/cluster-api/core/setup"
 	coreadmission "sigs.k8s.io/cluster-api/core/webhooks/admission"
+	"sigs.k8s.io/cluster-api/core/webhooks/conversion"
+	"sigs.k8s.io/cluster-api/util/contract"
 	"sigs.k8s.io/cluster-api/util/index"
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -124,8 +128,10 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 		BinaryAssetsDirectory: assets,
 		Scheme:                scheme,
 		ErrorIfCRDPathMissing: true,
-		CRDDirectoryPaths:     []string{filepath.Join(capiDir, "core", "config", "crd", "bases")},
-		CRDs:                  ours,
+		// kube-apiserver waits for open watches (ClusterCache's) to close before it exits.
+		ControlPlaneStopTimeout: 90 * time.Second,
+		CRDDirectoryPaths:       []string{filepath.Join(capiDir, "core", "config", "crd", "bases")},
+		CRDs:                    ours,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{
 			Paths:                   []string{filepath.Join(capiDir, "core", "config", "webhook", "manifests.yaml")},
 			IgnoreSchemeConvertible: true,
@@ -191,6 +197,10 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 }
 
 func setupCAPIWebhooks(mgr ctrl.Manager) error {
+	// CAPI's conversion webhooks look up the served version of referenced kinds.
+	conversion.SetAPIVersionGetter(func(ctx context.Context, gk schema.GroupKind) (string, error) {
+		return apiVersion(ctx, mgr.GetAPIReader(), gk)
+	})
 	for _, w := range []interface{ SetupWebhookWithManager(ctrl.Manager) error }{
 		&coreadmission.Cluster{Client: mgr.GetClient()},
 		&coreadmission.ClusterClass{Client: mgr.GetClient()},
@@ -253,6 +263,21 @@ func setupCAPIControllers(ctx context.Context, mgr ctrl.Manager, concurrency int
 	return cc, nil
 }
 
+// apiVersion returns the newest version of gk implementing CAPI contract v1beta2, read from the
+// contract label of its CRD (what CAPI's own internal lookup does).
+func apiVersion(ctx context.Context, c client.Reader, gk schema.GroupKind) (string, error) {
+	crd := &metav1.PartialObjectMetadata{}
+	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	if err := c.Get(ctx, client.ObjectKey{Name: contract.CalculateCRDName(gk.Group, gk.Kind)}, crd); err != nil {
+		return "", err
+	}
+	versions := strings.Split(crd.Labels[clusterv1.GroupVersion.String()], "_")
+	if versions[len(versions)-1] == "" {
+		return "", fmt.Errorf("CRD of %s has no %s contract label", gk, clusterv1.GroupVersion)
+	}
+	return schema.GroupVersion{Group: gk.Group, Version: versions[len(versions)-1]}.String(), nil
+}
+
 // providerCRDs reads the CRDs `make generate` wrote into config/crd/bases.
 func providerCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	files, err := fs.Glob(crd.Bases, "bases/*.yaml")
@@ -301,6 +326,8 @@ func (e *Environment) waitForWebhooks(ctx context.Context) error {
 
 // Stop stops the manager and the control plane.
 func (e *Environment) Stop() error {
+	start := time.Now()
+	defer func() { log.Log.Info("test environment stopped", "took", time.Since(start).String()) }()
 	e.cancel()
 	var errs []error
 	select {

@@ -1,24 +1,35 @@
 // Package e2e runs the provider end to end: a real kube-apiserver and etcd (envtest), the real
-// Cluster API core controllers and webhooks, this provider's controllers and the Redfish simulator.
+// Cluster API core controllers and webhooks, this provider's controllers and seed server, and
+// fleets of simulated Redfish servers whose simulated OS registers Nodes.
 // `go test ./test/e2e/... -ginkgo.label-filter=<label>` runs one scenario.
 package e2e
 
 import (
 	"context"
+	"net"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/caprf/cluster-api-provider-redfish/bmc"
+	"github.com/caprf/cluster-api-provider-redfish/controllers"
+	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
 	"github.com/caprf/cluster-api-provider-redfish/internal/testenv"
 )
 
 var (
-	env *testenv.Environment
-	ctx context.Context
+	env         *testenv.Environment
+	ctx         context.Context
+	seedBaseURL string
 )
 
 func TestE2E(t *testing.T) {
@@ -26,6 +37,8 @@ func TestE2E(t *testing.T) {
 		t.Skip("e2e needs envtest; skipped with -short")
 	}
 	RegisterFailHandler(Fail)
+	SetDefaultEventuallyTimeout(2 * time.Minute)
+	SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
 	RunSpecs(t, "CAPRF e2e")
 }
 
@@ -38,8 +51,26 @@ var _ = BeforeSuite(func() {
 	if os.Getenv("E2E_LOGS") != "" {
 		logger = zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true))
 	}
-	var err error
-	env, err = testenv.Start(ctx, testenv.Options{Logger: &logger})
+	seedListener, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	seedBaseURL = "http://" + seedListener.Addr().String()
+
+	env, err = testenv.Start(ctx, testenv.Options{
+		Logger: &logger,
+		SetupProvider: func(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache) error {
+			srv := &seed.Server{Reader: mgr.GetAPIReader(), BaseURL: seedBaseURL}
+			if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return srv.Serve(ctx, seedListener) })); err != nil {
+				return err
+			}
+			return controllers.Setup(ctx, mgr, controllers.Options{
+				Controller:   controller.Options{MaxConcurrentReconciles: 10},
+				ClusterCache: cc,
+				SeedBaseURL:  seedBaseURL,
+				PollInterval: 500 * time.Millisecond,
+				BMC:          bmc.Options{CallTimeout: 20 * time.Second, AttemptTimeout: 5 * time.Second, BreakerCooldown: 5 * time.Second},
+			})
+		},
+	})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { Expect(env.Stop()).To(Succeed()) })
 })

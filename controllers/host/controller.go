@@ -1,0 +1,179 @@
+// Package host reconciles RedfishHosts: the only controller that talks to a host's BMC. It runs
+// an explicit state machine (states.go), one handler per lifecycle state:
+//
+//	Registering → Inspecting → Available → Provisioning → Provisioned → Deprovisioning → [Cleaning] → Available
+//
+// Error holds hosts whose spec cannot work (a malformed BMC address) until the spec changes.
+// Claims are written by the RedfishMachine controller into status.claim; this controller acts
+// on them and, when a claim is released, returns the host to the pool.
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/predicates"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/bmc"
+)
+
+// Finalizer keeps a claimed host from disappearing under its machine.
+const Finalizer = "redfishhost.infrastructure.cluster.x-k8s.io"
+
+// Reconciler reconciles RedfishHosts.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads Secrets (credentials, CA bundles, seeds), which the manager does not cache.
+	APIReader client.Reader
+	Pool      *bmc.Pool
+	// SeedBaseURL is where hosts reach the seed server (see internal/seed).
+	SeedBaseURL      string
+	Recorder         events.EventRecorder
+	WatchFilterValue string
+	// PollInterval is how often a host is re-read while waiting on the BMC. Default 2s.
+	PollInterval time.Duration
+}
+
+// SetupWithManager registers the controller.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	if r.PollInterval == 0 {
+		r.PollInterval = 2 * time.Second
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&infrav1.RedfishHost{}).
+		Named("redfishhost").
+		WithOptions(opts).
+		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilterValue)).
+		Complete(r)
+}
+
+// scope is everything one reconcile of a host works with.
+type scope struct {
+	host *infrav1.RedfishHost
+	bmc  bmc.Client // nil until connect succeeded
+}
+
+// Reconcile moves one host through its state machine.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	host := &infrav1.RedfishHost{}
+	if err := r.Client.Get(ctx, req.NamespacedName, host); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	helper, err := patch.NewHelper(host, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		r.updateReady(host)
+		if err := helper.Patch(ctx, host, patch.WithOwnedConditions{Conditions: []string{
+			infrav1.ReadyCondition, infrav1.BMCReachableCondition, infrav1.InspectedCondition,
+		}}); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+
+	if !host.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, host)
+	}
+	if controllerutil.AddFinalizer(host, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	s := &scope{host: host}
+	return r.handlers()[stateOf(host)](ctx, s)
+}
+
+func stateOf(h *infrav1.RedfishHost) infrav1.HostState {
+	if h.Status.State == "" {
+		return infrav1.HostStateRegistering
+	}
+	return h.Status.State
+}
+
+func (r *Reconciler) reconcileDelete(ctx context.Context, h *infrav1.RedfishHost) (ctrl.Result, error) {
+	if c := h.Status.Claim; c != nil && !c.Release {
+		conditions.Set(h, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: infrav1.DeletingReason,
+			Message: fmt.Sprintf("Deletion waits: claimed by %s %s; delete that machine first", c.Consumer.Kind, c.Consumer.Name)})
+		return ctrl.Result{}, nil
+	}
+	r.Pool.Forget(h.Spec.BMC.Address)
+	controllerutil.RemoveFinalizer(h, Finalizer)
+	return ctrl.Result{}, nil
+}
+
+// connect returns the pooled BMC client of the host, reading its credentials (and CA bundle).
+// Failures are reported in the BMCReachable condition and returned.
+func (r *Reconciler) connect(ctx context.Context, s *scope) error {
+	h := s.host
+	fail := func(reason string, err error) error {
+		conditions.Set(h, metav1.Condition{Type: infrav1.BMCReachableCondition, Status: metav1.ConditionFalse, Reason: reason, Message: err.Error()})
+		return err
+	}
+	if _, err := bmc.ParseAddress(h.Spec.BMC.Address); err != nil {
+		return fail(infrav1.BMCAddressInvalidReason, err)
+	}
+	creds := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: h.Spec.BMC.CredentialsName}, creds); err != nil {
+		if apierrors.IsNotFound(err) {
+			err = fmt.Errorf("credentials Secret %s not found", h.Spec.BMC.CredentialsName)
+		}
+		return fail(infrav1.CredentialsMissingReason, err)
+	}
+	user, pass := creds.Data["username"], creds.Data["password"]
+	if len(user) == 0 || len(pass) == 0 {
+		return fail(infrav1.CredentialsMissingReason, fmt.Errorf("credentials Secret %s needs non-empty keys \"username\" and \"password\"", creds.Name))
+	}
+	t := bmc.Target{Address: h.Spec.BMC.Address, Username: string(user), Password: string(pass), InsecureSkipVerify: h.Spec.BMC.InsecureSkipVerify}
+	if name := h.Spec.BMC.CABundleName; name != "" {
+		ca := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: name}, ca); err != nil {
+			return fail(infrav1.CredentialsMissingReason, fmt.Errorf("CA bundle Secret %s: %w", name, err))
+		}
+		t.CABundle = ca.Data["ca.crt"]
+	}
+	c, err := r.Pool.Get(ctx, t)
+	if err == nil {
+		err = c.Check(ctx)
+	}
+	if err != nil {
+		reason := infrav1.BMCUnreachableReason
+		if errors.Is(err, bmc.ErrAuth) {
+			reason = infrav1.BMCAuthFailedReason
+		}
+		return fail(reason, err)
+	}
+	conditions.Set(h, metav1.Condition{Type: infrav1.BMCReachableCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason})
+	s.bmc = c
+	return nil
+}
+
+func (r *Reconciler) updateReady(h *infrav1.RedfishHost) {
+	if !h.DeletionTimestamp.IsZero() {
+		return
+	}
+	st := stateOf(h)
+	ready := conditions.IsTrue(h, infrav1.BMCReachableCondition) && (st == infrav1.HostStateAvailable || st == infrav1.HostStateProvisioned)
+	c := metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: infrav1.NotReadyReason, Message: "Host is " + string(st)}
+	if ready {
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, infrav1.ReadyReason, ""
+	}
+	conditions.Set(h, c)
+}
+
+func (r *Reconciler) event(h *infrav1.RedfishHost, reason, action, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(h, nil, corev1.EventTypeNormal, reason, action, format, args...)
+	}
+}

@@ -1,0 +1,303 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/bmc"
+	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
+)
+
+type handler func(context.Context, *scope) (ctrl.Result, error)
+
+func (r *Reconciler) handlers() map[infrav1.HostState]handler {
+	return map[infrav1.HostState]handler{
+		infrav1.HostStateRegistering:    r.register,
+		infrav1.HostStateError:          r.register,
+		infrav1.HostStateInspecting:     r.inspect,
+		infrav1.HostStateAvailable:      r.available,
+		infrav1.HostStateProvisioning:   r.provision,
+		infrav1.HostStateProvisioned:    r.provisioned,
+		infrav1.HostStateDeprovisioning: r.deprovision,
+		infrav1.HostStateCleaning:       r.clean,
+	}
+}
+
+const (
+	retryUnreachable = 30 * time.Second
+	resync           = 5 * time.Minute
+)
+
+// connectOrWait connects to the BMC; when that fails the host keeps its state (a claimed host
+// does not lose its claim because its BMC is briefly down) and is retried later.
+func (r *Reconciler) connectOrWait(ctx context.Context, s *scope) (ctrl.Result, bool) {
+	if err := r.connect(ctx, s); err != nil {
+		ctrl.LoggerFrom(ctx).Info("BMC not usable, will retry", "reason", conditions.GetReason(s.host, infrav1.BMCReachableCondition), "error", err.Error())
+		return ctrl.Result{RequeueAfter: retryUnreachable}, false
+	}
+	return ctrl.Result{}, true
+}
+
+func (r *Reconciler) register(ctx context.Context, s *scope) (ctrl.Result, error) {
+	h := s.host
+	if err := r.connect(ctx, s); err != nil {
+		if conditions.GetReason(h, infrav1.BMCReachableCondition) == infrav1.BMCAddressInvalidReason {
+			h.Status.State = infrav1.HostStateError // waits for a spec change
+			return ctrl.Result{}, nil
+		}
+		h.Status.State = infrav1.HostStateRegistering
+		return ctrl.Result{RequeueAfter: retryUnreachable}, nil
+	}
+	h.Status.State = infrav1.HostStateInspecting
+	r.event(h, "Registered", "Register", "BMC %s answered with the given credentials", h.Spec.BMC.Address)
+	return ctrl.Result{Requeue: true}, nil
+}
+
+func (r *Reconciler) inspect(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if res, ok := r.connectOrWait(ctx, s); !ok {
+		return res, nil
+	}
+	h := s.host
+	inv, err := s.bmc.Inventory(ctx)
+	if err != nil {
+		conditions.Set(h, metav1.Condition{Type: infrav1.InspectedCondition, Status: metav1.ConditionFalse, Reason: "InspectionFailed", Message: err.Error()})
+		return ctrl.Result{RequeueAfter: retryUnreachable}, nil
+	}
+	h.Status.Inventory = inv
+	conditions.Set(h, metav1.Condition{Type: infrav1.InspectedCondition, Status: metav1.ConditionTrue, Reason: "Inspected"})
+	h.Status.State = infrav1.HostStateAvailable
+	r.event(h, "Inspected", "Inspect", "%s %s, %d cores, %d MiB, %d NICs, %d drives", inv.Manufacturer, inv.Model, inv.CPUCores, inv.MemoryMiB, len(inv.NICs), len(inv.Drives))
+	return ctrl.Result{Requeue: true}, nil
+}
+
+func (r *Reconciler) available(ctx context.Context, s *scope) (ctrl.Result, error) {
+	h := s.host
+	if c := h.Status.Claim; c != nil {
+		h.Status.State = infrav1.HostStateProvisioning
+		if c.Release {
+			h.Status.State = infrav1.HostStateDeprovisioning
+		}
+		r.event(h, "Claimed", "Claim", "claimed by %s %s", c.Consumer.Kind, c.Consumer.Name)
+		return ctrl.Result{Requeue: true}, nil
+	}
+	if err := r.dropStaleReservation(ctx, h); err != nil {
+		return ctrl.Result{}, err
+	}
+	if res, ok := r.connectOrWait(ctx, s); !ok {
+		return res, nil
+	}
+	want := h.Spec.Online
+	if len(h.Spec.RebootRequests) > 0 {
+		want = new(bool)
+	}
+	if err := r.keepPower(ctx, s, want); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: resync}, nil
+}
+
+// dropStaleReservation frees a nodeReuse reservation whose owner no longer exists.
+func (r *Reconciler) dropStaleReservation(ctx context.Context, h *infrav1.RedfishHost) error {
+	ref := h.Status.ReservedFor
+	if ref == nil {
+		return nil
+	}
+	owner := &unstructured.Unstructured{}
+	owner.SetGroupVersionKind(schema.GroupVersionKind{Group: ref.APIGroup, Version: "v1beta2", Kind: ref.Kind})
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, owner)
+	if apierrors.IsNotFound(err) {
+		r.event(h, "ReservationDropped", "Release", "%s %s no longer exists", ref.Kind, ref.Name)
+		h.Status.ReservedFor = nil
+		return nil
+	}
+	return client.IgnoreNotFound(err)
+}
+
+// keepPower reads the power state into status and, when want is set, moves it there. Power-off
+// is graceful unless a Hard reboot request asks otherwise.
+func (r *Reconciler) keepPower(ctx context.Context, s *scope, want *bool) error {
+	h := s.host
+	ps, err := s.bmc.PowerState(ctx)
+	if err != nil {
+		return err
+	}
+	h.Status.PowerState = string(ps)
+	if want == nil {
+		return nil
+	}
+	switch {
+	case *want && ps == bmc.PowerOff:
+		r.event(h, "PowerOn", "Power", "powering on")
+		return ignoreConflict(s.bmc.Reset(ctx, bmc.ResetOn))
+	case !*want && ps == bmc.PowerOn:
+		t := bmc.ResetGracefulShutdown
+		for _, rr := range h.Spec.RebootRequests {
+			if rr.Mode == infrav1.RebootModeHard {
+				t = bmc.ResetForceOff
+			}
+		}
+		r.event(h, "PowerOff", "Power", "powering off (%s)", t)
+		return ignoreConflict(s.bmc.Reset(ctx, t))
+	}
+	return nil
+}
+
+// ignoreConflict treats a 409 (a transition in progress) as "try again next round".
+func ignoreConflict(err error) error {
+	if errors.Is(err, bmc.ErrConflict) {
+		return nil
+	}
+	return err
+}
+
+// provision boots the claimed image: power off, set media or boot override, power on once. The
+// boot is recorded in status.bootIssuedAt and never sent again for this claim.
+func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, error) {
+	h := s.host
+	c := h.Status.Claim
+	switch {
+	case c == nil:
+		h.Status.State = infrav1.HostStateAvailable
+		return ctrl.Result{Requeue: true}, nil
+	case c.Release:
+		h.Status.State = infrav1.HostStateDeprovisioning
+		return ctrl.Result{Requeue: true}, nil
+	}
+	if res, ok := r.connectOrWait(ctx, s); !ok {
+		return res, nil
+	}
+	if c.Provisioned {
+		if c.BootMethod == infrav1.BootMethodVirtualMedia {
+			if err := s.bmc.EjectMedia(ctx); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		h.Status.State = infrav1.HostStateProvisioned
+		r.event(h, "Provisioned", "Provision", "%s %s joined its cluster", c.Consumer.Kind, c.Consumer.Name)
+		return ctrl.Result{Requeue: true}, nil
+	}
+	if h.Status.BootIssuedAt != nil {
+		return ctrl.Result{RequeueAfter: resync}, r.keepPower(ctx, s, nil) // the consumer marks the claim provisioned
+	}
+
+	ps, err := s.bmc.PowerState(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	h.Status.PowerState = string(ps)
+	if ps != bmc.PowerOff {
+		return ctrl.Result{RequeueAfter: r.PollInterval}, ignoreConflict(s.bmc.Reset(ctx, bmc.ResetForceOff))
+	}
+
+	sec := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: seed.SecretName(c.Consumer.Name)}, sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil // the machine controller writes it
+		}
+		return ctrl.Result{}, err
+	}
+	image := seed.ImageURL(r.SeedBaseURL, h.Namespace, c.Consumer.Name, string(sec.Data[seed.KeyToken]))
+	switch c.BootMethod {
+	case infrav1.BootMethodPXE:
+		err = s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootPxe})
+	case infrav1.BootMethodUefiHTTP:
+		err = s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootUefiHTTP, HTTPBootURI: image})
+	default:
+		if err = s.bmc.InsertMedia(ctx, image); err == nil {
+			err = s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootCd})
+		}
+	}
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("preparing the provisioning boot: %w", err)
+	}
+	if err := s.bmc.Reset(ctx, bmc.ResetOn); err != nil {
+		return ctrl.Result{}, ignoreConflict(err)
+	}
+	now := metav1.Now()
+	h.Status.BootIssuedAt = &now
+	r.event(h, "Provisioning", "Provision", "booting %s for %s %s", c.BootMethod, c.Consumer.Kind, c.Consumer.Name)
+	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+}
+
+func (r *Reconciler) provisioned(ctx context.Context, s *scope) (ctrl.Result, error) {
+	h := s.host
+	if c := h.Status.Claim; c == nil || c.Release {
+		h.Status.State = infrav1.HostStateDeprovisioning
+		return ctrl.Result{Requeue: true}, nil
+	}
+	if res, ok := r.connectOrWait(ctx, s); !ok {
+		return res, nil
+	}
+	// A provisioned host stays on, except while reboot requests (remediation, maintenance) hold it off.
+	on := len(h.Spec.RebootRequests) == 0
+	if err := r.keepPower(ctx, s, &on); err != nil {
+		return ctrl.Result{}, err
+	}
+	if on && h.Status.PowerState == string(bmc.PowerOn) {
+		return ctrl.Result{RequeueAfter: resync}, nil
+	}
+	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+}
+
+func (r *Reconciler) deprovision(ctx context.Context, s *scope) (ctrl.Result, error) {
+	h := s.host
+	if res, ok := r.connectOrWait(ctx, s); !ok {
+		return res, nil
+	}
+	ps, err := s.bmc.PowerState(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	h.Status.PowerState = string(ps)
+	if ps != bmc.PowerOff {
+		return ctrl.Result{RequeueAfter: r.PollInterval}, ignoreConflict(s.bmc.Reset(ctx, bmc.ResetForceOff))
+	}
+	if err := s.bmc.EjectMedia(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	h.Status.BootIssuedAt = nil
+	if c := h.Status.Claim; c != nil && c.AutomatedCleaningMode != infrav1.CleaningModeDisabled {
+		h.Status.State = infrav1.HostStateCleaning
+		return ctrl.Result{Requeue: true}, nil
+	}
+	r.release(h)
+	return ctrl.Result{Requeue: true}, nil
+}
+
+func (r *Reconciler) clean(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if res, ok := r.connectOrWait(ctx, s); !ok {
+		return res, nil
+	}
+	if err := s.bmc.EraseDrives(ctx); err != nil {
+		return ctrl.Result{}, fmt.Errorf("cleaning: %w", err)
+	}
+	r.event(s.host, "Cleaned", "Clean", "erased every drive")
+	r.release(s.host)
+	return ctrl.Result{Requeue: true}, nil
+}
+
+// release returns the host to the pool, reserved for the claim's owner when it asked for reuse.
+func (r *Reconciler) release(h *infrav1.RedfishHost) {
+	c := h.Status.Claim
+	h.Status.ReservedFor = nil
+	if c != nil && c.NodeReuse && c.Owner != nil {
+		h.Status.ReservedFor = c.Owner.DeepCopy()
+	}
+	h.Status.Claim = nil
+	h.Status.State = infrav1.HostStateAvailable
+	if c != nil {
+		r.event(h, "Released", "Release", "released by %s %s (reserved for owner: %t)", c.Consumer.Kind, c.Consumer.Name, h.Status.ReservedFor != nil)
+	}
+}

@@ -1,0 +1,212 @@
+package machine
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+)
+
+// claimHost makes sure the machine holds exactly one host. A claim is written to the host's
+// status with an Update carrying the resourceVersion read, so of two machines racing for one host
+// the API server lets exactly one win; the loser tries another host.
+func (r *Reconciler) claimHost(ctx context.Context, s *scope) (ctrl.Result, error) {
+	rm := s.rm
+	hosts := &infrav1.RedfishHostList{}
+	if err := r.Client.List(ctx, hosts, client.InNamespace(rm.Namespace)); err != nil {
+		return ctrl.Result{}, err
+	}
+	for i := range hosts.Items {
+		if h := &hosts.Items[i]; claimedBy(h, rm) {
+			s.host = h
+			rm.Status.HostRef = h.Name
+			conditions.Set(rm, metav1.Condition{Type: infrav1.HostClaimedCondition, Status: metav1.ConditionTrue, Reason: "Claimed", Message: "Host " + h.Name})
+			return ctrl.Result{}, nil
+		}
+	}
+	if rm.Status.HostRef != "" {
+		// We had a host and no longer hold it: never silently take another one.
+		conditions.Set(rm, metav1.Condition{Type: infrav1.HostClaimedCondition, Status: metav1.ConditionFalse, Reason: "ClaimLost",
+			Message: fmt.Sprintf("Host %s is no longer claimed by this machine", rm.Status.HostRef)})
+		setNotReady(rm, "ClaimLost", "The claimed host was lost")
+		return ctrl.Result{}, nil
+	}
+
+	owner := ownerOf(s)
+	fdLabel := r.failureDomainLabel(ctx, s.cluster)
+	candidates, waitForReuse, err := r.candidates(ctx, s, hosts.Items, owner, fdLabel)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	for _, h := range candidates {
+		won, err := r.tryClaim(ctx, s, h, owner)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if won {
+			s.host = h
+			rm.Status.HostRef = h.Name
+			if fd := h.Labels[fdLabel]; fd != "" {
+				rm.Status.FailureDomain = fd
+			}
+			conditions.Set(rm, metav1.Condition{Type: infrav1.HostClaimedCondition, Status: metav1.ConditionTrue, Reason: "Claimed", Message: "Host " + h.Name})
+			if r.Recorder != nil {
+				r.Recorder.Eventf(rm, h, "Normal", "HostClaimed", "Claim", "claimed host %s", h.Name)
+			}
+			return ctrl.Result{}, nil
+		}
+	}
+	msg := "No available host matches the selector and failure domain"
+	if waitForReuse {
+		msg = "nodeReuse: waiting for a host this owner is releasing"
+	}
+	conditions.Set(rm, metav1.Condition{Type: infrav1.HostClaimedCondition, Status: metav1.ConditionFalse, Reason: infrav1.WaitingForHostReason, Message: msg})
+	setNotReady(rm, infrav1.WaitingForHostReason, msg)
+	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+}
+
+func claimedBy(h *infrav1.RedfishHost, rm *infrav1.RedfishMachine) bool {
+	c := h.Status.Claim
+	return c != nil && c.ConsumerUID == string(rm.UID)
+}
+
+// candidates returns the hosts this machine may claim, best first. With nodeReuse, hosts
+// reserved for the machine's owner come first, and while the owner is still releasing hosts
+// (a rollout replacing its machines) the machine waits for them instead of taking a fresh one.
+func (r *Reconciler) candidates(ctx context.Context, s *scope, hosts []infrav1.RedfishHost, owner *infrav1.ObjectRef, fdLabel string) ([]*infrav1.RedfishHost, bool, error) {
+	sel := labels.Everything()
+	if s.rm.Spec.HostSelector != nil {
+		var err error
+		if sel, err = metav1.LabelSelectorAsSelector(s.rm.Spec.HostSelector); err != nil {
+			return nil, false, fmt.Errorf("spec.hostSelector: %w", err)
+		}
+	}
+	fd := s.machine.Spec.FailureDomain
+	var reserved, free []*infrav1.RedfishHost
+	releasing := false
+	for i := range hosts {
+		h := &hosts[i]
+		if s.rm.Spec.NodeReuse && owner != nil && r.releasingFor(ctx, h, owner) {
+			releasing = true
+		}
+		if h.Status.State != infrav1.HostStateAvailable || h.Status.Claim != nil || h.Spec.Cordon != nil || !h.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if !sel.Matches(labels.Set(h.Labels)) || (fd != "" && h.Labels[fdLabel] != fd) {
+			continue
+		}
+		switch rf := h.Status.ReservedFor; {
+		case rf == nil:
+			free = append(free, h)
+		case owner != nil && *rf == *owner:
+			reserved = append(reserved, h)
+		}
+	}
+	sort.Slice(reserved, func(i, j int) bool { return reserved[i].Name < reserved[j].Name })
+	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] }) // spread racing machines
+	if s.rm.Spec.NodeReuse && owner != nil {
+		if len(reserved) > 0 {
+			return reserved, false, nil
+		}
+		if releasing {
+			return nil, true, nil
+		}
+	}
+	return append(reserved, free...), false, nil
+}
+
+// releasingFor says whether h is on its way back to owner: released with nodeReuse, or claimed
+// by a machine of owner whose Machine is being deleted.
+func (r *Reconciler) releasingFor(ctx context.Context, h *infrav1.RedfishHost, owner *infrav1.ObjectRef) bool {
+	c := h.Status.Claim
+	if c == nil || !c.NodeReuse || c.Owner == nil || *c.Owner != *owner {
+		return false
+	}
+	if c.Release {
+		return true
+	}
+	consumer := &infrav1.RedfishMachine{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: c.Consumer.Namespace, Name: c.Consumer.Name}, consumer); err != nil {
+		return apierrors.IsNotFound(err)
+	}
+	if !consumer.DeletionTimestamp.IsZero() {
+		return true
+	}
+	m, err := util.GetOwnerMachine(ctx, r.Client, consumer.ObjectMeta)
+	return err == nil && m != nil && !m.DeletionTimestamp.IsZero()
+}
+
+// tryClaim writes the claim; false means another machine won the host first.
+func (r *Reconciler) tryClaim(ctx context.Context, s *scope, h *infrav1.RedfishHost, owner *infrav1.ObjectRef) (bool, error) {
+	rm := s.rm
+	claimed := h.DeepCopy()
+	claimed.Status.Claim = &infrav1.HostClaim{
+		Consumer:              infrav1.ObjectRef{APIGroup: infrav1.GroupVersion.Group, Kind: "RedfishMachine", Namespace: rm.Namespace, Name: rm.Name},
+		ConsumerUID:           string(rm.UID),
+		Owner:                 owner,
+		NodeReuse:             rm.Spec.NodeReuse,
+		AutomatedCleaningMode: rm.Spec.AutomatedCleaningMode,
+		Image:                 rm.Spec.Image.DeepCopy(),
+		BootMethod:            rm.Spec.BootMethod,
+		Since:                 metav1.Now(),
+	}
+	if claimed.Status.Claim.AutomatedCleaningMode == "" {
+		claimed.Status.Claim.AutomatedCleaningMode = infrav1.CleaningModeMetadata
+	}
+	if claimed.Status.Claim.BootMethod == "" {
+		claimed.Status.Claim.BootMethod = infrav1.BootMethodVirtualMedia
+	}
+	claimed.Status.ReservedFor = nil
+	err := r.Client.Status().Update(ctx, claimed)
+	switch {
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		ctrl.LoggerFrom(ctx).V(4).Info("lost the race for a host", "RedfishHost", h.Name)
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	*h = *claimed
+	return true, nil
+}
+
+// ownerOf names the MachineDeployment (or control plane, or bare MachineSet) the machine
+// belongs to, from the labels CAPI puts on every Machine.
+func ownerOf(s *scope) *infrav1.ObjectRef {
+	m := s.machine
+	ref := func(group, kind, name string) *infrav1.ObjectRef {
+		return &infrav1.ObjectRef{APIGroup: group, Kind: kind, Namespace: m.Namespace, Name: name}
+	}
+	if name := m.Labels[clusterv1.MachineDeploymentNameLabel]; name != "" {
+		return ref(clusterv1.GroupVersion.Group, "MachineDeployment", name)
+	}
+	if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; ok {
+		if cp := s.cluster.Spec.ControlPlaneRef; cp.IsDefined() {
+			return ref(cp.APIGroup, cp.Kind, cp.Name)
+		}
+	}
+	if name := m.Labels[clusterv1.MachineSetNameLabel]; name != "" {
+		return ref(clusterv1.GroupVersion.Group, "MachineSet", name)
+	}
+	return nil
+}
+
+// failureDomainLabel is the host label the cluster's RedfishCluster names for failure domains.
+func (r *Reconciler) failureDomainLabel(ctx context.Context, cluster *clusterv1.Cluster) string {
+	ref := cluster.Spec.InfrastructureRef
+	rc := &infrav1.RedfishCluster{}
+	if ref.Kind == "RedfishCluster" && r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}, rc) == nil && rc.Spec.FailureDomainLabel != "" {
+		return rc.Spec.FailureDomainLabel
+	}
+	return infrav1.FailureDomainLabel
+}

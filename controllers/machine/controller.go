@@ -1,0 +1,163 @@
+// Package machine reconciles RedfishMachines, the CAPI v1beta2 InfraMachines of this provider:
+// claim a host (claim.go), hand it what to boot (seed.go), report the Node (node.go), and on
+// deletion release the host (delete.go). It never talks to a BMC: the host controller does.
+package machine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/paused"
+	"sigs.k8s.io/cluster-api/util/predicates"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+)
+
+// Reconciler reconciles RedfishMachines.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads Secrets, which the manager does not cache.
+	APIReader        client.Reader
+	ClusterCache     clustercache.ClusterCache
+	Recorder         events.EventRecorder
+	WatchFilterValue string
+	// PollInterval is how often a machine waiting for a host or a Node looks again. Default 2s.
+	PollInterval time.Duration
+}
+
+// scope is what one reconcile works with.
+type scope struct {
+	rm      *infrav1.RedfishMachine
+	machine *clusterv1.Machine
+	cluster *clusterv1.Cluster
+	host    *infrav1.RedfishHost // the claimed host, once there is one
+}
+
+type phase func(context.Context, *scope) (ctrl.Result, error)
+
+// SetupWithManager registers the controller.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	if r.PollInterval == 0 {
+		r.PollInterval = 2 * time.Second
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&infrav1.RedfishMachine{}).
+		Named("redfishmachine").
+		WithOptions(opts).
+		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilterValue)).
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(util.MachineToInfrastructureMapFunc(infrav1.GroupVersion.WithKind("RedfishMachine")))).
+		Watches(&infrav1.RedfishHost{}, handler.EnqueueRequestsFromMapFunc(r.hostToMachines)).
+		Complete(r)
+}
+
+// hostToMachines wakes the consumer of a host, and every machine still waiting for a host when
+// one becomes available.
+func (r *Reconciler) hostToMachines(ctx context.Context, o client.Object) []reconcile.Request {
+	h, ok := o.(*infrav1.RedfishHost)
+	if !ok {
+		return nil
+	}
+	if c := h.Status.Claim; c != nil {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: c.Consumer.Namespace, Name: c.Consumer.Name}}}
+	}
+	if h.Status.State != infrav1.HostStateAvailable {
+		return nil
+	}
+	list := &infrav1.RedfishMachineList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(h.Namespace)); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, m := range list.Items {
+		if m.Status.HostRef == "" && m.DeletionTimestamp.IsZero() {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&m)})
+		}
+	}
+	return out
+}
+
+// Reconcile runs the phases of a RedfishMachine.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	rm := &infrav1.RedfishMachine{}
+	if err := r.Client.Get(ctx, req.NamespacedName, rm); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	machine, err := util.GetOwnerMachine(ctx, r.Client, rm.ObjectMeta)
+	if err != nil || machine == nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err) // CAPI sets the owner; that event wakes us
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("Machine", klogRef(machine))
+	ctx = ctrl.LoggerInto(ctx, log)
+	cluster, err := util.GetClusterFromMetadata(ctx, r.Client, machine.ObjectMeta)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, rm); err != nil || isPaused || requeue {
+		return ctrl.Result{}, err
+	}
+
+	helper, err := patch.NewHelper(rm, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	s := &scope{rm: rm, machine: machine, cluster: cluster}
+	defer func() {
+		if err := helper.Patch(ctx, rm, patch.WithOwnedConditions{Conditions: []string{
+			infrav1.ReadyCondition, infrav1.HostClaimedCondition, infrav1.PausedCondition,
+		}}); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+
+	if !rm.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, s)
+	}
+	if controllerutil.AddFinalizer(rm, infrav1.MachineFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	for _, p := range []phase{r.waitForPrerequisites, r.claimHost, r.ensureSeed, r.waitForNode} {
+		res, err := p(ctx, s)
+		if err != nil || !res.IsZero() {
+			return res, err
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// waitForPrerequisites waits for the cluster infrastructure and the bootstrap data, the two
+// things CAPI promises before a machine may be provisioned.
+func (r *Reconciler) waitForPrerequisites(_ context.Context, s *scope) (ctrl.Result, error) {
+	if p := s.cluster.Status.Initialization.InfrastructureProvisioned; p == nil || !*p {
+		setNotReady(s.rm, infrav1.WaitingForClusterInfraReason, "Waiting for the cluster infrastructure")
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
+	if s.machine.Spec.Bootstrap.DataSecretName == nil {
+		setNotReady(s.rm, infrav1.WaitingForBootstrapReason, "Waiting for the Machine's bootstrap data")
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
+	if s.rm.Spec.Image == nil {
+		setNotReady(s.rm, "ImageMissing", "spec.image is required to provision a host")
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+func setNotReady(rm *infrav1.RedfishMachine, reason, msg string) {
+	conditions.Set(rm, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: reason, Message: msg})
+}
+
+func klogRef(m *clusterv1.Machine) string { return m.Namespace + "/" + m.Name }

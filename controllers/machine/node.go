@@ -1,0 +1,65 @@
+package machine
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/index"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+)
+
+// waitForNode waits for the Node with the machine's providerID to join the workload cluster,
+// then reports the machine provisioned with the Node's addresses, tells the host its claim is
+// provisioned, and stops serving the seed.
+func (r *Reconciler) waitForNode(ctx context.Context, s *scope) (ctrl.Result, error) {
+	rm := s.rm
+	if p := rm.Status.Initialization.Provisioned; p != nil && *p && s.host.Status.Claim.Provisioned {
+		conditions.Set(rm, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason})
+		return ctrl.Result{}, nil
+	}
+	remote, err := r.ClusterCache.GetClient(ctx, client.ObjectKeyFromObject(s.cluster))
+	if err != nil {
+		setNotReady(rm, infrav1.ProvisioningReason, "Waiting for the connection to the workload cluster")
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
+	nodes := &corev1.NodeList{}
+	if err := remote.List(ctx, nodes, client.MatchingFields{index.NodeProviderIDField: rm.Spec.ProviderID}); err != nil {
+		return ctrl.Result{}, err
+	}
+	// A Node has joined once its kubelet posted status (addresses); a bare Node object is not enough.
+	if len(nodes.Items) == 0 || len(nodes.Items[0].Status.Addresses) == 0 {
+		setNotReady(rm, infrav1.ProvisioningReason, "Waiting for the Node of host "+s.host.Name+" to join")
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
+	node := nodes.Items[0]
+	rm.Status.Addresses = nil
+	for _, a := range node.Status.Addresses {
+		rm.Status.Addresses = append(rm.Status.Addresses, clusterv1.MachineAddress{Type: clusterv1.MachineAddressType(a.Type), Address: a.Address})
+	}
+	yes := true
+	rm.Status.Initialization.Provisioned = &yes
+
+	if !s.host.Status.Claim.Provisioned {
+		h := s.host.DeepCopy()
+		h.Status.Claim.Provisioned = true
+		if err := r.Client.Status().Update(ctx, h); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{RequeueAfter: r.PollInterval / 4}, nil
+			}
+			return ctrl.Result{}, err
+		}
+		*s.host = *h
+	}
+	if err := r.deleteSeed(ctx, rm); err != nil {
+		return ctrl.Result{}, err
+	}
+	conditions.Set(rm, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason})
+	return ctrl.Result{}, nil
+}

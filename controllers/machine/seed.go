@@ -1,0 +1,76 @@
+package machine
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
+)
+
+// ProviderID is the Node providerID of a machine on a host: unique per claim, so a reused host
+// never makes CAPI confuse the old Node with the new one.
+func ProviderID(namespace, host, machine string) string {
+	return fmt.Sprintf("redfish://%s/%s/%s", namespace, host, machine)
+}
+
+// ensureSeed sets the providerID and writes the seed Secret the host boots with (a fresh token,
+// owned by the RedfishMachine). Once the Node joined the Secret is gone for good.
+func (r *Reconciler) ensureSeed(ctx context.Context, s *scope) (ctrl.Result, error) {
+	rm := s.rm
+	if rm.Spec.ProviderID == "" {
+		rm.Spec.ProviderID = ProviderID(rm.Namespace, s.host.Name, rm.Name)
+	}
+	if s.host.Status.Claim.Provisioned {
+		return ctrl.Result{}, nil
+	}
+	key := client.ObjectKey{Namespace: rm.Namespace, Name: seed.SecretName(rm.Name)}
+	existing := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, key, existing)
+	if err == nil {
+		return ctrl.Result{}, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	token, err := seed.NewToken()
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{
+			clusterv1.ClusterNameLabel: s.cluster.Name,
+		}},
+		Type: "infrastructure.cluster.x-k8s.io/redfish-seed",
+		Data: map[string][]byte{
+			seed.KeyToken:           []byte(token),
+			seed.KeyBootstrapSecret: []byte(*s.machine.Spec.Bootstrap.DataSecretName),
+			seed.KeyProviderID:      []byte(rm.Spec.ProviderID),
+			seed.KeyHostname:        []byte(s.machine.Name),
+			seed.KeyInstanceID:      []byte(s.machine.UID),
+			seed.KeyImageURL:        []byte(rm.Spec.Image.URL),
+		},
+	}
+	if err := controllerutil.SetControllerReference(rm, sec, r.Client.Scheme()); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.Client.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
+		return ctrl.Result{}, err
+	}
+	setNotReady(rm, infrav1.ProvisioningReason, "Booting host "+s.host.Name)
+	return ctrl.Result{}, nil
+}
+
+// deleteSeed removes the seed: the bootstrap data is no longer served.
+func (r *Reconciler) deleteSeed(ctx context.Context, rm *infrav1.RedfishMachine) error {
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: rm.Namespace, Name: seed.SecretName(rm.Name)}}
+	return client.IgnoreNotFound(r.Client.Delete(ctx, sec))
+}

@@ -1,0 +1,188 @@
+// Package seed serves each machine's bootstrap data to its host in forms real images consume:
+// a cloud-init NoCloud-net seed (meta-data, user-data, vendor-data) and an Ignition config, plus
+// the provisioning image itself (a redirect), all under a per-claim URL with an unguessable token.
+// The token lives only in a Secret owned by the RedfishMachine, which is deleted once the Node
+// joined: from then on the URLs answer 404.
+package seed
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+)
+
+// Keys of a seed Secret.
+const (
+	KeyToken           = "token"
+	KeyBootstrapSecret = "bootstrapSecret"
+	KeyProviderID      = "providerID"
+	KeyHostname        = "hostname"
+	KeyInstanceID      = "instanceID"
+	KeyImageURL        = "imageURL"
+)
+
+// SecretName is the name of the seed Secret of a RedfishMachine.
+func SecretName(machine string) string { return machine + "-caprf-seed" }
+
+// NewToken returns 256 random bits, hex encoded.
+func NewToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// Dir is the per-claim URL folder: <base>/v1/<namespace>/<machine>/<token>/. A NoCloud-net
+// datasource takes it as its seed (`ds=nocloud-net;s=<Dir>`).
+func Dir(base, namespace, machine, token string) string {
+	return fmt.Sprintf("%s/v1/%s/%s/%s/", strings.TrimSuffix(base, "/"), namespace, machine, token)
+}
+
+// ImageURL is the provisioning image URL handed to the BMC: it redirects to the real image, and
+// its folder is the seed.
+func ImageURL(base, namespace, machine, token string) string {
+	return Dir(base, namespace, machine, token) + "image"
+}
+
+// Server answers seed requests. Reader must read Secrets and RedfishHosts (an uncached API
+// reader is right for Secrets: they are not in the manager cache).
+type Server struct {
+	Reader  client.Reader
+	BaseURL string
+}
+
+// Handler returns the HTTP handler of the seed server.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/{ns}/{machine}/{token}/{file}", s.serveFile)
+	mux.HandleFunc("GET /v1/ipxe/{mac}", s.serveIPXE)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	return mux
+}
+
+// lookup returns the seed Secret when the token matches, nil otherwise (never saying which part
+// was wrong).
+func (s *Server) lookup(ctx context.Context, ns, machine, token string) (*corev1.Secret, error) {
+	sec := &corev1.Secret{}
+	err := s.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: SecretName(machine)}, sec)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	want := sec.Data[KeyToken]
+	if len(want) == 0 || subtle.ConstantTimeCompare(want, []byte(token)) != 1 {
+		return nil, nil
+	}
+	return sec, nil
+}
+
+func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
+	ns, machine, token, file := r.PathValue("ns"), r.PathValue("machine"), r.PathValue("token"), r.PathValue("file")
+	log := logf.FromContext(r.Context()).WithValues("namespace", ns, "redfishMachine", machine, "file", file)
+	sec, err := s.lookup(r.Context(), ns, machine, token)
+	if err != nil {
+		log.Error(err, "reading seed")
+		http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	if sec == nil {
+		http.NotFound(w, r)
+		return
+	}
+	switch file {
+	case "image":
+		http.Redirect(w, r, string(sec.Data[KeyImageURL]), http.StatusFound)
+	case "meta-data":
+		w.Header().Set("Content-Type", "text/yaml")
+		fmt.Fprintf(w, "instance-id: %s\nlocal-hostname: %s\nprovider-id: %s\n",
+			sec.Data[KeyInstanceID], sec.Data[KeyHostname], sec.Data[KeyProviderID])
+	case "vendor-data":
+		w.Header().Set("Content-Type", "text/plain")
+	case "user-data", "ignition.json":
+		data, format, err := s.bootstrapData(r.Context(), ns, string(sec.Data[KeyBootstrapSecret]))
+		if err != nil {
+			log.Error(err, "reading bootstrap data")
+			http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		if (file == "ignition.json") != (format == "ignition") {
+			http.Error(w, "bootstrap data is "+format, http.StatusNotFound)
+			return
+		}
+		log.V(2).Info("served bootstrap data") // the data itself never reaches logs
+		_, _ = w.Write(data)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (s *Server) bootstrapData(ctx context.Context, ns, name string) ([]byte, string, error) {
+	sec := &corev1.Secret{}
+	if err := s.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sec); err != nil {
+		return nil, "", err
+	}
+	format := string(sec.Data["format"])
+	if format == "" {
+		format = "cloud-config"
+	}
+	return sec.Data["value"], format, nil
+}
+
+// serveIPXE answers a network-booting host (PXE chained to iPXE) by its boot MAC: while the host
+// is provisioning it gets a script that boots the image with the NoCloud seed on the kernel
+// command line. Outside that window it gets 404.
+func (s *Server) serveIPXE(w http.ResponseWriter, r *http.Request) {
+	mac := strings.ToLower(r.PathValue("mac"))
+	hosts := &infrav1.RedfishHostList{}
+	if err := s.Reader.List(r.Context(), hosts); err != nil {
+		http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	for _, h := range hosts.Items {
+		c := h.Status.Claim
+		if strings.ToLower(h.Spec.BootMACAddress) != mac || h.Status.State != infrav1.HostStateProvisioning || c == nil {
+			continue
+		}
+		sec := &corev1.Secret{}
+		if err := s.Reader.Get(r.Context(), client.ObjectKey{Namespace: h.Namespace, Name: SecretName(c.Consumer.Name)}, sec); err != nil {
+			break
+		}
+		dir := Dir(s.BaseURL, h.Namespace, c.Consumer.Name, string(sec.Data[KeyToken]))
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintf(w, "#!ipxe\nkernel %simage ds=nocloud-net;s=%s\nboot\n", dir, dir)
+		return
+	}
+	http.NotFound(w, r)
+}
+
+// Serve runs the seed server on l until ctx ends.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

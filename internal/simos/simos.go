@@ -1,0 +1,204 @@
+// Package simos is the simulated operating system of the Redfish simulator's servers. When a
+// simulated server boots provisioning media it does what a real image with cloud-init does: it
+// finds its NoCloud seed (next to the virtual media or UEFI HTTP boot URL, or through the iPXE
+// script served for its MAC), fetches meta-data and user-data, and its "kubelet" registers a Node
+// with the providerID from meta-data in the workload cluster. Booting from disk later brings the
+// same Node back to Ready.
+package simos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/caprf/cluster-api-provider-redfish/simulator"
+)
+
+// OS simulates the operating system on every server of a fleet.
+type OS struct {
+	// Client writes Nodes into the workload cluster.
+	Client client.Client
+	// SeedBaseURL is where PXE-booted servers ask for their iPXE script.
+	SeedBaseURL string
+
+	mu        sync.Mutex
+	fetched   map[string][]string // server -> bootstrap data it fetched, in order
+	installed map[string]string   // server -> Node name
+	errs      []error
+}
+
+// New returns a simulated OS writing Nodes with c.
+func New(c client.Client, seedBaseURL string) *OS {
+	return &OS{Client: c, SeedBaseURL: seedBaseURL, fetched: map[string][]string{}, installed: map[string]string{}}
+}
+
+// Attach makes every server of the fleet run this OS.
+func (o *OS) Attach(f *simulator.Fleet) { f.OnBoot(o.boot) }
+
+// Fetched returns the bootstrap data each server fetched.
+func (o *OS) Fetched() map[string][]string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := map[string][]string{}
+	for k, v := range o.fetched {
+		out[k] = append([]string(nil), v...)
+	}
+	return out
+}
+
+// Errors returns what went wrong while booting.
+func (o *OS) Errors() []error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]error(nil), o.errs...)
+}
+
+func (o *OS) fail(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.errs = append(o.errs, err)
+}
+
+func (o *OS) boot(e simulator.BootEvent) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var seedDir string
+	switch e.Target {
+	case "Cd":
+		seedDir = dirOf(e.MediaImage)
+	case "UefiHttp":
+		seedDir = dirOf(e.HTTPBootURI)
+	case "Pxe":
+		script, err := get(ctx, strings.TrimSuffix(o.SeedBaseURL, "/")+"/v1/ipxe/"+e.MACs[0])
+		if err != nil {
+			o.fail(fmt.Errorf("%s: PXE: %w", e.ServerID, err))
+			return
+		}
+		if i := strings.Index(script, "s="); i >= 0 {
+			seedDir = strings.Fields(script[i+2:])[0]
+		}
+	default:
+		o.diskBoot(ctx, e)
+		return
+	}
+	if seedDir == "" {
+		return // no provisioning media: nothing to install
+	}
+	meta, err := get(ctx, seedDir+"meta-data")
+	if err != nil {
+		o.fail(fmt.Errorf("%s: meta-data: %w", e.ServerID, err))
+		return
+	}
+	userData, err := get(ctx, seedDir+"user-data")
+	if err != nil {
+		o.fail(fmt.Errorf("%s: user-data: %w", e.ServerID, err))
+		return
+	}
+	md := parseMeta(meta)
+	o.mu.Lock()
+	o.fetched[e.ServerID] = append(o.fetched[e.ServerID], userData)
+	o.installed[e.ServerID] = md["local-hostname"]
+	o.mu.Unlock()
+	if err := o.registerNode(ctx, md["local-hostname"], md["provider-id"], e); err != nil {
+		o.fail(fmt.Errorf("%s: registering Node: %w", e.ServerID, err))
+	}
+}
+
+// diskBoot is a reboot into the installed OS: the kubelet brings the Node back to Ready.
+func (o *OS) diskBoot(ctx context.Context, e simulator.BootEvent) {
+	o.mu.Lock()
+	name := o.installed[e.ServerID]
+	o.mu.Unlock()
+	if name == "" {
+		return
+	}
+	node := &corev1.Node{}
+	if err := o.Client.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		return // the Node was deleted: nothing to bring back
+	}
+	setReady(node, e)
+	if err := o.Client.Status().Update(ctx, node); err != nil {
+		o.fail(fmt.Errorf("%s: Node ready after reboot: %w", e.ServerID, err))
+	}
+}
+
+func (o *OS) registerNode(ctx context.Context, name, providerID string, e simulator.BootEvent) error {
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}},
+		Spec:       corev1.NodeSpec{ProviderID: providerID},
+	}
+	if err := o.Client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	if err := o.Client.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		return err
+	}
+	setReady(node, e)
+	return o.Client.Status().Update(ctx, node)
+}
+
+func setReady(node *corev1.Node, e simulator.BootEvent) {
+	now := metav1.Now()
+	node.Status.Conditions = []corev1.NodeCondition{{
+		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "simulated kubelet is posting ready status",
+		LastHeartbeatTime: now, LastTransitionTime: now,
+	}}
+	mac := e.MACs[0]
+	node.Status.Addresses = []corev1.NodeAddress{
+		{Type: corev1.NodeHostName, Address: node.Name},
+		{Type: corev1.NodeInternalIP, Address: "10.0." + hexByte(mac[12:14]) + "." + hexByte(mac[15:17])},
+	}
+}
+
+func hexByte(h string) string {
+	var n int
+	_, _ = fmt.Sscanf(h, "%x", &n)
+	return fmt.Sprint(n)
+}
+
+func dirOf(url string) string {
+	if url == "" {
+		return ""
+	}
+	return strings.TrimSuffix(url, path.Base(url))
+}
+
+func parseMeta(s string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(s, "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	return out
+}
+
+func get(ctx context.Context, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: HTTP %d", url, resp.StatusCode)
+	}
+	return string(body), nil
+}
