@@ -30,6 +30,8 @@ type Options struct {
 	SeedBaseURL string
 	// PollInterval is how often waiting objects look again (default 2s).
 	PollInterval time.Duration
+	// BMCRetryInterval is how long a host with an unusable BMC waits before retrying (default 30s).
+	BMCRetryInterval time.Duration
 }
 
 // RBAC of the manager, least privilege: our kinds, CAPI objects it reads, the Secrets holding BMC
@@ -49,6 +51,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := (&host.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, SeedBaseURL: opts.SeedBaseURL,
 		Recorder: mgr.GetEventRecorder("redfishhost-controller"), WatchFilterValue: opts.WatchFilterValue, PollInterval: opts.PollInterval,
+		RetryInterval: opts.BMCRetryInterval,
 	}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 		return err
 	}

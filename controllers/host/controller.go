@@ -45,12 +45,18 @@ type Reconciler struct {
 	WatchFilterValue string
 	// PollInterval is how often a host is re-read while waiting on the BMC. Default 2s.
 	PollInterval time.Duration
+	// RetryInterval is how long a host whose BMC is unreachable or refuses its credentials waits
+	// before trying again. Default 30s.
+	RetryInterval time.Duration
 }
 
 // SetupWithManager registers the controller.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	if r.PollInterval == 0 {
 		r.PollInterval = 2 * time.Second
+	}
+	if r.RetryInterval == 0 {
+		r.RetryInterval = 30 * time.Second
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&infrav1.RedfishHost{}).
@@ -68,8 +74,10 @@ type scope struct {
 
 // Reconcile moves one host through its state machine.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	// Read the host from the API server, not the cache: every state handler may act on the BMC
+	// (power off, boot, erase), and a stale copy would repeat an action the last round recorded.
 	host := &infrav1.RedfishHost{}
-	if err := r.Client.Get(ctx, req.NamespacedName, host); err != nil {
+	if err := r.APIReader.Get(ctx, req.NamespacedName, host); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	helper, err := patch.NewHelper(host, r.Client)
@@ -86,7 +94,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}()
 
 	if !host.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(ctx, host)
+		return r.reconcileDelete(host)
 	}
 	if controllerutil.AddFinalizer(host, Finalizer) {
 		return ctrl.Result{}, nil
@@ -102,7 +110,7 @@ func stateOf(h *infrav1.RedfishHost) infrav1.HostState {
 	return h.Status.State
 }
 
-func (r *Reconciler) reconcileDelete(ctx context.Context, h *infrav1.RedfishHost) (ctrl.Result, error) {
+func (r *Reconciler) reconcileDelete(h *infrav1.RedfishHost) (ctrl.Result, error) {
 	if c := h.Status.Claim; c != nil && !c.Release {
 		conditions.Set(h, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: infrav1.DeletingReason,
 			Message: fmt.Sprintf("Deletion waits: claimed by %s %s; delete that machine first", c.Consumer.Kind, c.Consumer.Name)})

@@ -35,17 +35,14 @@ func (r *Reconciler) handlers() map[infrav1.HostState]handler {
 	}
 }
 
-const (
-	retryUnreachable = 30 * time.Second
-	resync           = 5 * time.Minute
-)
+const resync = 5 * time.Minute
 
 // connectOrWait connects to the BMC; when that fails the host keeps its state (a claimed host
 // does not lose its claim because its BMC is briefly down) and is retried later.
 func (r *Reconciler) connectOrWait(ctx context.Context, s *scope) (ctrl.Result, bool) {
 	if err := r.connect(ctx, s); err != nil {
 		ctrl.LoggerFrom(ctx).Info("BMC not usable, will retry", "reason", conditions.GetReason(s.host, infrav1.BMCReachableCondition), "error", err.Error())
-		return ctrl.Result{RequeueAfter: retryUnreachable}, false
+		return ctrl.Result{RequeueAfter: r.RetryInterval}, false
 	}
 	return ctrl.Result{}, true
 }
@@ -58,11 +55,11 @@ func (r *Reconciler) register(ctx context.Context, s *scope) (ctrl.Result, error
 			return ctrl.Result{}, nil
 		}
 		h.Status.State = infrav1.HostStateRegistering
-		return ctrl.Result{RequeueAfter: retryUnreachable}, nil
+		return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
 	}
 	h.Status.State = infrav1.HostStateInspecting
 	r.event(h, "Registered", "Register", "BMC %s answered with the given credentials", h.Spec.BMC.Address)
-	return ctrl.Result{Requeue: true}, nil
+	return ctrl.Result{}, nil // the status change wakes the next state
 }
 
 func (r *Reconciler) inspect(ctx context.Context, s *scope) (ctrl.Result, error) {
@@ -73,13 +70,13 @@ func (r *Reconciler) inspect(ctx context.Context, s *scope) (ctrl.Result, error)
 	inv, err := s.bmc.Inventory(ctx)
 	if err != nil {
 		conditions.Set(h, metav1.Condition{Type: infrav1.InspectedCondition, Status: metav1.ConditionFalse, Reason: "InspectionFailed", Message: err.Error()})
-		return ctrl.Result{RequeueAfter: retryUnreachable}, nil
+		return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
 	}
 	h.Status.Inventory = inv
 	conditions.Set(h, metav1.Condition{Type: infrav1.InspectedCondition, Status: metav1.ConditionTrue, Reason: "Inspected"})
 	h.Status.State = infrav1.HostStateAvailable
 	r.event(h, "Inspected", "Inspect", "%s %s, %d cores, %d MiB, %d NICs, %d drives", inv.Manufacturer, inv.Model, inv.CPUCores, inv.MemoryMiB, len(inv.NICs), len(inv.Drives))
-	return ctrl.Result{Requeue: true}, nil
+	return ctrl.Result{}, nil // the status change wakes the next state
 }
 
 func (r *Reconciler) available(ctx context.Context, s *scope) (ctrl.Result, error) {
@@ -90,7 +87,7 @@ func (r *Reconciler) available(ctx context.Context, s *scope) (ctrl.Result, erro
 			h.Status.State = infrav1.HostStateDeprovisioning
 		}
 		r.event(h, "Claimed", "Claim", "claimed by %s %s", c.Consumer.Kind, c.Consumer.Name)
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{}, nil // the status change wakes the next state
 	}
 	if err := r.dropStaleReservation(ctx, h); err != nil {
 		return ctrl.Result{}, err
@@ -170,10 +167,10 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 	switch {
 	case c == nil:
 		h.Status.State = infrav1.HostStateAvailable
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{}, nil // the status change wakes the next state
 	case c.Release:
 		h.Status.State = infrav1.HostStateDeprovisioning
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{}, nil // the status change wakes the next state
 	}
 	if res, ok := r.connectOrWait(ctx, s); !ok {
 		return res, nil
@@ -186,7 +183,7 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 		}
 		h.Status.State = infrav1.HostStateProvisioned
 		r.event(h, "Provisioned", "Provision", "%s %s joined its cluster", c.Consumer.Kind, c.Consumer.Name)
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{}, nil // the status change wakes the next state
 	}
 	if h.Status.BootIssuedAt != nil {
 		return ctrl.Result{RequeueAfter: resync}, r.keepPower(ctx, s, nil) // the consumer marks the claim provisioned
@@ -235,7 +232,7 @@ func (r *Reconciler) provisioned(ctx context.Context, s *scope) (ctrl.Result, er
 	h := s.host
 	if c := h.Status.Claim; c == nil || c.Release {
 		h.Status.State = infrav1.HostStateDeprovisioning
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{}, nil // the status change wakes the next state
 	}
 	if res, ok := r.connectOrWait(ctx, s); !ok {
 		return res, nil
@@ -270,10 +267,10 @@ func (r *Reconciler) deprovision(ctx context.Context, s *scope) (ctrl.Result, er
 	h.Status.BootIssuedAt = nil
 	if c := h.Status.Claim; c != nil && c.AutomatedCleaningMode != infrav1.CleaningModeDisabled {
 		h.Status.State = infrav1.HostStateCleaning
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{}, nil // the status change wakes the next state
 	}
 	r.release(h)
-	return ctrl.Result{Requeue: true}, nil
+	return ctrl.Result{}, nil // the status change wakes the next state
 }
 
 func (r *Reconciler) clean(ctx context.Context, s *scope) (ctrl.Result, error) {
@@ -285,7 +282,7 @@ func (r *Reconciler) clean(ctx context.Context, s *scope) (ctrl.Result, error) {
 	}
 	r.event(s.host, "Cleaned", "Clean", "erased every drive")
 	r.release(s.host)
-	return ctrl.Result{Requeue: true}, nil
+	return ctrl.Result{}, nil // the status change wakes the next state
 }
 
 // release returns the host to the pool, reserved for the claim's owner when it asked for reuse.

@@ -126,8 +126,9 @@ func (o *OS) diskBoot(ctx context.Context, e simulator.BootEvent) {
 	if err := o.Client.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
 		return // the Node was deleted: nothing to bring back
 	}
+	before := node.DeepCopy()
 	setReady(node, e)
-	if err := o.Client.Status().Update(ctx, node); err != nil {
+	if err := o.Client.Status().Patch(ctx, node, client.MergeFrom(before)); err != nil {
 		o.fail(fmt.Errorf("%s: Node ready after reboot: %w", e.ServerID, err))
 	}
 }
@@ -143,16 +144,24 @@ func (o *OS) registerNode(ctx context.Context, name, providerID string, e simula
 	if err := o.Client.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
 		return err
 	}
+	// A merge patch, as a kubelet's status update would not fight CAPI labelling the Node.
+	before := node.DeepCopy()
 	setReady(node, e)
-	return o.Client.Status().Update(ctx, node)
+	return o.Client.Status().Patch(ctx, node, client.MergeFrom(before))
 }
 
 func setReady(node *corev1.Node, e simulator.BootEvent) {
 	now := metav1.Now()
-	node.Status.Conditions = []corev1.NodeCondition{{
-		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "simulated kubelet is posting ready status",
-		LastHeartbeatTime: now, LastTransitionTime: now,
-	}}
+	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason string) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, LastHeartbeatTime: now, LastTransitionTime: now}
+	}
+	// What a healthy kubelet reports; CAPI's NodeHealthy looks at all four.
+	node.Status.Conditions = []corev1.NodeCondition{
+		cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory"),
+		cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure"),
+		cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID"),
+		cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady"),
+	}
 	mac := e.MACs[0]
 	node.Status.Addresses = []corev1.NodeAddress{
 		{Type: corev1.NodeHostName, Address: node.Name},

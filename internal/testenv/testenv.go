@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -128,14 +129,16 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 		BinaryAssetsDirectory: assets,
 		Scheme:                scheme,
 		ErrorIfCRDPathMissing: true,
-		// kube-apiserver waits for open watches (ClusterCache's) to close before it exits.
-		ControlPlaneStopTimeout: 90 * time.Second,
-		CRDDirectoryPaths:       []string{filepath.Join(capiDir, "core", "config", "crd", "bases")},
-		CRDs:                    ours,
+		ControlPlane:          envtest.ControlPlane{APIServer: &envtest.APIServer{}},
+		CRDDirectoryPaths:     []string{filepath.Join(capiDir, "core", "config", "crd", "bases")},
+		CRDs:                  ours,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{
 			Paths:                   []string{filepath.Join(capiDir, "core", "config", "webhook", "manifests.yaml")},
 			IgnoreSchemeConvertible: true,
 		},
+	}
+	if os.Getenv("TESTENV_APISERVER_LOGS") != "" {
+		env.ControlPlane.APIServer.Out, env.ControlPlane.APIServer.Err = os.Stderr, os.Stderr
 	}
 	cfg, err := env.Start()
 	if err != nil {
@@ -189,7 +192,13 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 		}
 	}
 
-	go func() { e.done <- mgr.Start(ctx) }()
+	go func() {
+		err := mgr.Start(ctx)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "testenv: manager exited: %v\n", err)
+		}
+		e.done <- err
+	}()
 	if err := e.waitForWebhooks(ctx); err != nil {
 		return nil, err
 	}
@@ -232,6 +241,9 @@ func setupCAPIControllers(ctx context.Context, mgr ctrl.Manager, concurrency int
 	}, opts)
 	if err != nil {
 		return nil, fmt.Errorf("creating ClusterCache: %w", err)
+	}
+	if c, ok := cc.(interface{ SetConnectionCreationRetryInterval(time.Duration) }); ok {
+		c.SetConnectionCreationRetryInterval(2 * time.Second)
 	}
 	if err := (&cluster.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cc,
@@ -327,7 +339,6 @@ func (e *Environment) waitForWebhooks(ctx context.Context) error {
 // Stop stops the manager and the control plane.
 func (e *Environment) Stop() error {
 	start := time.Now()
-	defer func() { log.Log.Info("test environment stopped", "took", time.Since(start).String()) }()
 	e.cancel()
 	var errs []error
 	select {
@@ -336,7 +347,14 @@ func (e *Environment) Stop() error {
 	case <-time.After(45 * time.Second):
 		errs = append(errs, errors.New("manager did not stop within 45s"))
 	}
+	// The ClusterCache's workload-cluster caches outlive the manager (they run on their own
+	// context); their open watches would keep kube-apiserver from exiting for a minute.
+	if cc, ok := e.ClusterCache.(interface{ Shutdown() }); ok {
+		cc.Shutdown()
+	}
+	managerStopped := time.Since(start)
 	errs = append(errs, e.env.Stop())
+	log.Log.Info("test environment stopped", "manager", managerStopped.Round(time.Millisecond), "controlPlane", (time.Since(start) - managerStopped).Round(time.Millisecond))
 	return errors.Join(errs...)
 }
 
@@ -353,4 +371,10 @@ func (e *Environment) CreateNamespace(ctx context.Context, prefix string) (*core
 		return nil, err
 	}
 	return ns, nil
+}
+
+// NewWatchClient returns a client that can watch, for tests that must see every change the API
+// server stores rather than the latest state a cache holds.
+func NewWatchClient(cfg *rest.Config) (client.WithWatch, error) {
+	return client.NewWithWatch(cfg, client.Options{Scheme: Scheme()})
 }

@@ -11,10 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/simos"
+	"github.com/caprf/cluster-api-provider-redfish/internal/testenv"
 	"github.com/caprf/cluster-api-provider-redfish/simulator"
 )
 
@@ -36,7 +38,10 @@ func newBed(name string, n int, mutate func(i int, h *infrav1.RedfishHost)) *bed
 	fleet, err := simulator.StartFleet(simulator.FleetOptions{Servers: n, NamePrefix: name, PowerLatency: 50 * time.Millisecond, TaskDuration: time.Second})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(fleet.Close)
-	b := &bed{ns: ns.Name, fleet: fleet, os: simos.New(env.Client, seedBaseURL)}
+	// The simulated kubelet talks to the API server directly, as a real one does (no cache).
+	kubelet, err := testenv.NewWatchClient(env.Config)
+	Expect(err).NotTo(HaveOccurred())
+	b := &bed{ns: ns.Name, fleet: fleet, os: simos.New(kubelet, seedBaseURL)}
 	b.os.Attach(fleet)
 	for i, s := range fleet.Servers {
 		user, pass := s.Credentials()
@@ -168,7 +173,7 @@ func (b *bed) waitRunning(md string, n int) {
 		ms := b.machines(md)
 		g.Expect(ms).To(HaveLen(n))
 		for _, m := range ms {
-			g.Expect(m.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)), "Machine %s", m.Name)
+			g.Expect(m.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)), func() string { return "Machine " + m.Name + "\n" + b.dump() })
 			g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "Machine %s has no nodeRef", m.Name)
 		}
 		g.Expect(b.os.Errors()).To(BeEmpty())
@@ -183,6 +188,36 @@ func (b *bed) hostOf(m clusterv1.Machine) string {
 	return rm.Status.HostRef
 }
 
+// dump describes hosts and machines for failure messages.
+func (b *bed) dump() string {
+	out := "hosts: " + describeHosts(b.hosts()) + "\n"
+	for _, err := range b.os.Errors() {
+		out += "  simulated OS: " + err.Error() + "\n"
+	}
+	rms := &infrav1.RedfishMachineList{}
+	_ = env.List(ctx, rms, client.InNamespace(b.ns))
+	for _, rm := range rms.Items {
+		for _, c := range rm.Status.Conditions {
+			out += fmt.Sprintf("  %s %s=%s %s: %s\n", rm.Name, c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
+	ms := &clusterv1.MachineList{}
+	_ = env.List(ctx, ms, client.InNamespace(b.ns))
+	for _, m := range ms.Items {
+		for _, c := range m.Status.Conditions {
+			if c.Status != metav1.ConditionTrue && c.Type != "Paused" && c.Type != "Deleting" {
+				out += fmt.Sprintf("  Machine %s %s=%s %s: %s\n", m.Name, c.Type, c.Status, c.Reason, c.Message)
+			}
+		}
+	}
+	for _, h := range b.hosts() {
+		for _, c := range h.Status.Conditions {
+			out += fmt.Sprintf("  %s %s=%s %s: %s\n", h.Name, c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
+	return out
+}
+
 func describeHosts(hs []infrav1.RedfishHost) string {
 	s := ""
 	for _, h := range hs {
@@ -193,4 +228,47 @@ func describeHosts(hs []infrav1.RedfishHost) string {
 		s += fmt.Sprintf("%s=%s(%s) ", h.Name, h.Status.State, consumer)
 	}
 	return s
+}
+
+func secret(ns, name, user, pass string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		StringData: map[string]string{"username": user, "password": pass},
+	}
+}
+
+// controlPlane creates one standalone control-plane Machine on a RedfishMachine and waits for it
+// to run: CAPI reports worker Machines Available (what rollouts wait for) only once the cluster's
+// control plane is initialized.
+func (b *bed) controlPlane() string {
+	GinkgoHelper()
+	data := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "cp-bootstrap"},
+		StringData: map[string]string{"value": "#cloud-config for the control plane\n", "format": "cloud-config"},
+	}
+	Expect(env.Create(ctx, data)).To(Succeed())
+	rm := &infrav1.RedfishMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "cp-0", Labels: map[string]string{clusterv1.ClusterNameLabel: b.cluster.Name}},
+		Spec:       infrav1.RedfishMachineSpec{Image: &infrav1.Image{URL: "http://images.example/cp.iso"}},
+	}
+	Expect(env.Create(ctx, rm)).To(Succeed())
+	m := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "cp-0", Labels: map[string]string{
+			clusterv1.ClusterNameLabel: b.cluster.Name, clusterv1.MachineControlPlaneLabel: "",
+		}},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: b.cluster.Name, Version: "v1.36.3",
+			Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To(data.Name)},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "RedfishMachine", Name: rm.Name,
+			},
+		},
+	}
+	Expect(env.Create(ctx, m)).To(Succeed())
+	Eventually(func(g Gomega) {
+		g.Expect(env.Get(ctx, client.ObjectKeyFromObject(b.cluster), b.cluster)).To(Succeed())
+		g.Expect(conditions.IsTrue(b.cluster, clusterv1.ClusterControlPlaneInitializedCondition)).To(BeTrue(), func() string { return b.dump() })
+	}, 3*time.Minute).Should(Succeed())
+	Expect(env.Get(ctx, client.ObjectKeyFromObject(rm), rm)).To(Succeed())
+	return rm.Status.HostRef
 }

@@ -63,11 +63,12 @@ var _ = BeforeSuite(func() {
 				return err
 			}
 			return controllers.Setup(ctx, mgr, controllers.Options{
-				Controller:   controller.Options{MaxConcurrentReconciles: 10},
-				ClusterCache: cc,
-				SeedBaseURL:  seedBaseURL,
-				PollInterval: 500 * time.Millisecond,
-				BMC:          bmc.Options{CallTimeout: 20 * time.Second, AttemptTimeout: 5 * time.Second, BreakerCooldown: 5 * time.Second},
+				Controller:       controller.Options{MaxConcurrentReconciles: 10},
+				ClusterCache:     cc,
+				SeedBaseURL:      seedBaseURL,
+				PollInterval:     500 * time.Millisecond,
+				BMCRetryInterval: 2 * time.Second,
+				BMC:              bmc.Options{CallTimeout: 20 * time.Second, AttemptTimeout: 5 * time.Second, BreakerCooldown: 5 * time.Second},
 			})
 		},
 	})
