@@ -201,6 +201,18 @@ func (b *bed) dump() string {
 			out += fmt.Sprintf("  %s %s=%s %s: %s\n", rm.Name, c.Type, c.Status, c.Reason, c.Message)
 		}
 	}
+	mds := &clusterv1.MachineDeploymentList{}
+	_ = env.List(ctx, mds, client.InNamespace(b.ns))
+	for _, md := range mds.Items {
+		for _, c := range md.Status.Conditions {
+			out += fmt.Sprintf("  MachineDeployment %s %s=%s %s: %s\n", md.Name, c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
+	mss := &clusterv1.MachineSetList{}
+	_ = env.List(ctx, mss, client.InNamespace(b.ns))
+	for _, ms := range mss.Items {
+		out += fmt.Sprintf("  MachineSet %s replicas=%d infra=%s\n", ms.Name, ptr.Deref(ms.Spec.Replicas, -1), ms.Spec.Template.Spec.InfrastructureRef.Name)
+	}
 	ms := &clusterv1.MachineList{}
 	_ = env.List(ctx, ms, client.InNamespace(b.ns))
 	for _, m := range ms.Items {
