@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"time"
@@ -21,12 +22,15 @@ import (
 	"sigs.k8s.io/cluster-api/core/setup"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/controllers"
+	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
+	"github.com/caprf/cluster-api-provider-redfish/internal/webhooks"
 )
 
 const controllerName = "caprf-manager"
@@ -45,6 +49,7 @@ type flags struct {
 	clusterCacheQPS         float32
 	clusterCacheBurst       int
 	clusterCacheConcurrency int
+	seedAddr, seedURL       string
 }
 
 func main() {
@@ -65,6 +70,8 @@ func main() {
 	fs.Float32Var(&f.clusterCacheQPS, "clustercache-client-qps", 20, "Maximum queries per second to each workload cluster.")
 	fs.IntVar(&f.clusterCacheBurst, "clustercache-client-burst", 30, "Maximum burst to each workload cluster.")
 	fs.IntVar(&f.clusterCacheConcurrency, "clustercache-concurrency", 100, "Concurrent reconciles of the cluster cache.")
+	fs.StringVar(&f.seedAddr, "seed-bind-address", ":8082", "Address the seed server (bootstrap data for booting hosts) listens on.")
+	fs.StringVar(&f.seedURL, "seed-url", "", "URL hosts reach the seed server at, e.g. http://10.0.0.2:8082 (required: hosts boot from it).")
 	logsv1.AddFlags(logOptions, fs)
 	fs.AddGoFlagSet(flag.CommandLine)
 	pflag.Parse()
@@ -81,6 +88,9 @@ func main() {
 }
 
 func run(ctx context.Context, f flags) error {
+	if f.seedURL == "" {
+		return fmt.Errorf("--seed-url is required: the URL booting hosts reach this manager's seed server at")
+	}
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme} {
 		if err := add(scheme); err != nil {
@@ -123,7 +133,21 @@ func run(ctx context.Context, f flags) error {
 		return fmt.Errorf("creating cluster cache: %w", err)
 	}
 
+	if err := webhooks.Setup(mgr, mgr.GetAPIReader()); err != nil {
+		return err
+	}
+	srv := &seed.Server{Reader: mgr.GetAPIReader(), BaseURL: f.seedURL}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		l, err := net.Listen("tcp", f.seedAddr)
+		if err != nil {
+			return err
+		}
+		return srv.Serve(ctx, l)
+	})); err != nil {
+		return err
+	}
 	if err := controllers.Setup(ctx, mgr, controllers.Options{
+		SeedBaseURL:      f.seedURL,
 		WatchFilterValue: f.watchFilter,
 		Controller:       controller.Options{MaxConcurrentReconciles: f.concurrency, UsePriorityQueue: ptr.To(true)},
 		ClusterCache:     cc,

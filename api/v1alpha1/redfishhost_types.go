@@ -29,7 +29,8 @@ type BMC struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:Pattern=`^redfish(\+https?)?://[^/\s]+(/redfish/v1/Systems/[^/\s]+)?/?$`
+	// The admission webhook validates the form (a CRD pattern would echo a password typed into
+	// the URL back in its error).
 	Address string `json:"address,omitempty"`
 
 	// credentialsName is the name of a Secret in the host's namespace with keys "username" and

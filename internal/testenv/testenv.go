@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,6 +55,7 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/config/crd"
+	webhookconfig "github.com/caprf/cluster-api-provider-redfish/config/webhook"
 )
 
 const controllerName = "caprf-testenv"
@@ -123,6 +125,11 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	if err != nil {
 		return nil, err
 	}
+	ourWebhooks := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := yaml.Unmarshal(webhookconfig.Manifests, ourWebhooks); err != nil {
+		return nil, fmt.Errorf("parsing config/webhook/manifests.yaml: %w", err)
+	}
+	ourWebhooks.Name = "caprf-" + ourWebhooks.Name // CAPI's configuration has the same default name
 
 	scheme := Scheme()
 	env := &envtest.Environment{
@@ -134,6 +141,7 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 		CRDs:                  ours,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{
 			Paths:                   []string{filepath.Join(capiDir, "core", "config", "webhook", "manifests.yaml")},
+			ValidatingWebhooks:      []*admissionregistrationv1.ValidatingWebhookConfiguration{ourWebhooks},
 			IgnoreSchemeConvertible: true,
 		},
 	}

@@ -234,7 +234,22 @@ var _ = Describe("Bad input", Label("bad-input"), func() {
 			ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "typo"},
 			Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "https://10.0.0.5/redfish/v1/Systems/1", CredentialsName: "x"}},
 		}
-		Expect(env.Create(ctx, bad)).To(MatchError(ContainSubstring("spec.bmc.address")))
+		err := env.Create(ctx, bad)
+		Expect(err).To(MatchError(ContainSubstring("spec.bmc.address")))
+		Expect(err).To(MatchError(ContainSubstring("scheme must be redfish://")))
+		bad.Spec.BMC.Address = "redfish://admin:hunter2@10.0.0.5"
+		err = env.Create(ctx, bad)
+		Expect(err).To(MatchError(ContainSubstring("must not carry credentials")))
+		Expect(err.Error()).NotTo(ContainSubstring("hunter2"))
+
+		By("a bad image checksum being refused, and templates being immutable")
+		badTemplate := &infrav1.RedfishMachineTemplate{
+			ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "bad-checksum"},
+			Spec: infrav1.RedfishMachineTemplateSpec{Template: infrav1.RedfishMachineTemplateResource{Spec: infrav1.RedfishMachineSpec{
+				Image: &infrav1.Image{URL: "http://images.example/a.iso", Checksum: "abc123", ChecksumType: "sha256"},
+			}}},
+		}
+		Expect(env.Create(ctx, badTemplate)).To(MatchError(ContainSubstring("spec.template.spec.image.checksum")))
 
 		Eventually(func(g Gomega) {
 			got := map[string]string{}
@@ -259,7 +274,9 @@ var _ = Describe("Bad input", Label("bad-input"), func() {
 		}
 
 		b.createCluster("bad")
-		b.template("workers", infrav1.RedfishMachineSpec{})
+		tmpl := b.template("workers", infrav1.RedfishMachineSpec{})
+		tmpl.Spec.Template.Spec.NodeReuse = true
+		Expect(env.Update(ctx, tmpl)).To(MatchError(ContainSubstring("immutable")))
 		b.machineDeployment("workers", "workers", 1)
 		Consistently(func(g Gomega) {
 			for _, h := range b.hosts() {

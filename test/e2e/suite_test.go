@@ -24,6 +24,7 @@ import (
 	"github.com/caprf/cluster-api-provider-redfish/controllers"
 	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
 	"github.com/caprf/cluster-api-provider-redfish/internal/testenv"
+	"github.com/caprf/cluster-api-provider-redfish/internal/webhooks"
 )
 
 var (
@@ -60,6 +61,9 @@ var _ = BeforeSuite(func() {
 		SetupProvider: func(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache) error {
 			srv := &seed.Server{Reader: mgr.GetAPIReader(), BaseURL: seedBaseURL}
 			if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return srv.Serve(ctx, seedListener) })); err != nil {
+				return err
+			}
+			if err := webhooks.Setup(mgr, mgr.GetAPIReader()); err != nil {
 				return err
 			}
 			return controllers.Setup(ctx, mgr, controllers.Options{

@@ -1,0 +1,189 @@
+// Package webhooks validates this provider's objects at admission, with messages that say what
+// is wrong and how to fix it. Template immutability skips ClusterClass topology dry-runs (SSA).
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/cluster-api/util/topology"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/bmc"
+)
+
+// Setup registers every webhook of the provider. reader reads Secrets (for warnings only).
+func Setup(mgr ctrl.Manager, reader client.Reader) error {
+	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.RedfishHost{}).WithValidator(&Host{Reader: reader}).Complete(); err != nil {
+		return err
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.RedfishMachine{}).WithValidator(&Machine{}).Complete(); err != nil {
+		return err
+	}
+	return ctrl.NewWebhookManagedBy(mgr, &infrav1.RedfishMachineTemplate{}).WithValidator(&MachineTemplate{}).Complete()
+}
+
+// +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-redfishhost,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=redfishhosts,verbs=create;update,versions=v1alpha1,name=validation.redfishhost.infrastructure.cluster.x-k8s.io,admissionReviewVersions=v1
+
+// Host validates RedfishHosts.
+type Host struct {
+	Reader client.Reader
+}
+
+// ValidateCreate checks the BMC address; a missing credentials Secret is only a warning (GitOps
+// tools may apply the host before its Secret).
+func (v *Host) ValidateCreate(ctx context.Context, h *infrav1.RedfishHost) (admission.Warnings, error) {
+	return v.validate(ctx, h)
+}
+
+// ValidateUpdate checks like ValidateCreate.
+func (v *Host) ValidateUpdate(ctx context.Context, _, h *infrav1.RedfishHost) (admission.Warnings, error) {
+	return v.validate(ctx, h)
+}
+
+// ValidateDelete allows every delete (a claimed host waits for its machine in its finalizer).
+func (v *Host) ValidateDelete(context.Context, *infrav1.RedfishHost) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (v *Host) validate(ctx context.Context, h *infrav1.RedfishHost) (admission.Warnings, error) {
+	var errs field.ErrorList
+	if _, err := bmc.ParseAddress(h.Spec.BMC.Address); err != nil {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "bmc", "address"), redactedAddress(h.Spec.BMC.Address), err.Error()))
+	}
+	if len(errs) > 0 {
+		return nil, apierrors.NewInvalid(infrav1.GroupVersion.WithKind("RedfishHost").GroupKind(), h.Name, errs)
+	}
+	var warnings admission.Warnings
+	if v.Reader != nil {
+		sec := &corev1.Secret{}
+		err := v.Reader.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: h.Spec.BMC.CredentialsName}, sec)
+		switch {
+		case apierrors.IsNotFound(err):
+			warnings = append(warnings, fmt.Sprintf("credentials Secret %s does not exist yet; the host waits in Registering until it does", h.Spec.BMC.CredentialsName))
+		case err == nil && (len(sec.Data["username"]) == 0 || len(sec.Data["password"]) == 0):
+			warnings = append(warnings, fmt.Sprintf("credentials Secret %s needs non-empty keys \"username\" and \"password\"", h.Spec.BMC.CredentialsName))
+		}
+	}
+	return warnings, nil
+}
+
+// redactedAddress never echoes a password typed into the URL.
+func redactedAddress(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	return "(unparseable)"
+}
+
+// +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-redfishmachine,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=redfishmachines,verbs=create;update,versions=v1alpha1,name=validation.redfishmachine.infrastructure.cluster.x-k8s.io,admissionReviewVersions=v1
+
+// Machine validates RedfishMachines: a valid spec, immutable once created except the providerID
+// the controller sets.
+type Machine struct{}
+
+// ValidateCreate checks the spec.
+func (*Machine) ValidateCreate(_ context.Context, m *infrav1.RedfishMachine) (admission.Warnings, error) {
+	return nil, invalid("RedfishMachine", m.Name, validateSpec(&m.Spec, field.NewPath("spec")))
+}
+
+// ValidateUpdate refuses changes to the spec other than setting the providerID.
+func (*Machine) ValidateUpdate(_ context.Context, old, m *infrav1.RedfishMachine) (admission.Warnings, error) {
+	errs := validateSpec(&m.Spec, field.NewPath("spec"))
+	before, after := old.Spec.DeepCopy(), m.Spec.DeepCopy()
+	if before.ProviderID == "" {
+		before.ProviderID = after.ProviderID
+	}
+	if !equality.Semantic.DeepEqual(before, after) {
+		errs = append(errs, field.Forbidden(field.NewPath("spec"), "is immutable once created (only providerID is set, by the controller); change the MachineDeployment's template instead"))
+	}
+	return nil, invalid("RedfishMachine", m.Name, errs)
+}
+
+// ValidateDelete allows every delete.
+func (*Machine) ValidateDelete(context.Context, *infrav1.RedfishMachine) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-redfishmachinetemplate,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=redfishmachinetemplates,verbs=create;update,versions=v1alpha1,name=validation.redfishmachinetemplate.infrastructure.cluster.x-k8s.io,admissionReviewVersions=v1
+
+// MachineTemplate validates RedfishMachineTemplates: a valid spec, immutable (CAPI rolls out by
+// switching templates), except in the dry-run requests of ClusterClass topology reconciliation.
+type MachineTemplate struct{}
+
+// ValidateCreate checks the template's machine spec.
+func (*MachineTemplate) ValidateCreate(_ context.Context, t *infrav1.RedfishMachineTemplate) (admission.Warnings, error) {
+	return nil, invalid("RedfishMachineTemplate", t.Name, validateSpec(&t.Spec.Template.Spec, field.NewPath("spec", "template", "spec")))
+}
+
+// ValidateUpdate refuses spec changes, unless the request is a topology dry-run.
+func (*MachineTemplate) ValidateUpdate(ctx context.Context, old, t *infrav1.RedfishMachineTemplate) (admission.Warnings, error) {
+	path := field.NewPath("spec", "template", "spec")
+	errs := validateSpec(&t.Spec.Template.Spec, path)
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	if !topology.IsDryRunRequest(req, t) && !equality.Semantic.DeepEqual(old.Spec, t.Spec) {
+		errs = append(errs, field.Forbidden(path, "RedfishMachineTemplate spec is immutable: create a new template and point the MachineDeployment at it"))
+	}
+	return nil, invalid("RedfishMachineTemplate", t.Name, errs)
+}
+
+// ValidateDelete allows every delete: machines never read their template back.
+func (*MachineTemplate) ValidateDelete(context.Context, *infrav1.RedfishMachineTemplate) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// digestLen is the hex length of each supported checksum type.
+var digestLen = map[string]int{"sha256": 64, "sha512": 128}
+
+var hexOnly = regexp.MustCompile(`^[0-9a-fA-F]+$`)
+
+func validateSpec(s *infrav1.RedfishMachineSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if s.HostSelector != nil {
+		if _, err := metav1.LabelSelectorAsSelector(s.HostSelector); err != nil {
+			errs = append(errs, field.Invalid(path.Child("hostSelector"), s.HostSelector, err.Error()))
+		}
+	}
+	img := s.Image
+	if img == nil {
+		return append(errs, field.Required(path.Child("image"), "the image to provision hosts with"))
+	}
+	if u, err := url.Parse(img.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, field.Invalid(path.Child("image", "url"), img.URL, "must be an http:// or https:// URL with a host"))
+	}
+	if img.Checksum != "" {
+		isURL := strings.HasPrefix(img.Checksum, "http://") || strings.HasPrefix(img.Checksum, "https://")
+		typ := img.ChecksumType
+		if typ == "" {
+			typ = "sha256"
+		}
+		if !isURL && (len(img.Checksum) != digestLen[typ] || !hexOnly.MatchString(img.Checksum)) {
+			errs = append(errs, field.Invalid(path.Child("image", "checksum"), img.Checksum,
+				fmt.Sprintf("must be the %s hex digest of the image (%d hex characters) or an http(s) URL of a checksum file", typ, digestLen[typ])))
+		}
+	} else if img.ChecksumType != "" {
+		errs = append(errs, field.Required(path.Child("image", "checksum"), "checksumType is set without a checksum"))
+	}
+	return errs
+}
+
+func invalid(kind, name string, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(infrav1.GroupVersion.WithKind(kind).GroupKind(), name, errs)
+}
