@@ -13,6 +13,7 @@ import (
 	"github.com/caprf/cluster-api-provider-redfish/controllers/cluster"
 	"github.com/caprf/cluster-api-provider-redfish/controllers/host"
 	"github.com/caprf/cluster-api-provider-redfish/controllers/machine"
+	"github.com/caprf/cluster-api-provider-redfish/controllers/remediation"
 )
 
 // Options configure the provider's controllers.
@@ -37,7 +38,8 @@ type Options struct {
 // RBAC of the manager, least privilege: our kinds, CAPI objects it reads, the Secrets holding BMC
 // credentials, bootstrap data and seeds, Events, and workload Nodes (through the kubeconfig).
 //
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishhosts;redfishmachines;redfishclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishhosts;redfishmachines;redfishclusters;redfishremediations,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishremediations/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishhosts/status;redfishmachines/status;redfishclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmachinetemplates;redfishclustertemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status;machines;machines/status;machinesets;machinedeployments,verbs=get;list;watch
@@ -59,6 +61,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: opts.ClusterCache,
 		Recorder: mgr.GetEventRecorder("redfishmachine-controller"), WatchFilterValue: opts.WatchFilterValue, PollInterval: opts.PollInterval,
 	}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
+		return err
+	}
+	if err := (&remediation.Reconciler{Client: mgr.GetClient(), PollInterval: opts.PollInterval}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 		return err
 	}
 	return (&cluster.Reconciler{Client: mgr.GetClient(), WatchFilterValue: opts.WatchFilterValue}).SetupWithManager(ctx, mgr, opts.Controller)

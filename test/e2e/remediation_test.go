@@ -1,0 +1,88 @@
+package e2e
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+)
+
+var _ = Describe("Remediation", Label("remediation"), func() {
+	It("power-cycles the host of an unhealthy Machine through a MachineHealthCheck's remediation template, and the same Machine recovers", func() {
+		b := newBed("remedy", 3, nil)
+		b.waitHostsAvailable(3)
+		b.createCluster("remedy")
+		b.controlPlane()
+		b.template("workers", infrav1.RedfishMachineSpec{})
+		b.machineDeployment("workers", "workers", 1)
+		b.waitRunning("workers", 1)
+		machine := b.machines("workers")[0]
+		server := b.server(b.hostOf(machine))
+		bootsBefore := server.Stats().Boots
+
+		Expect(env.Create(ctx, &infrav1.RedfishRemediationTemplate{
+			ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "reboot"},
+			Spec: infrav1.RedfishRemediationTemplateSpec{Template: infrav1.RedfishRemediationTemplateResource{
+				Spec: infrav1.RedfishRemediationSpec{Mode: infrav1.RebootModeHard},
+			}},
+		})).To(Succeed())
+		Expect(env.Create(ctx, &clusterv1.MachineHealthCheck{
+			ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "workers"},
+			Spec: clusterv1.MachineHealthCheckSpec{
+				ClusterName: b.cluster.Name,
+				Selector:    metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.MachineDeploymentNameLabel: "workers"}},
+				Checks: clusterv1.MachineHealthCheckChecks{UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{
+					{Type: corev1.NodeReady, Status: corev1.ConditionFalse, TimeoutSeconds: ptr.To[int32](1)},
+				}},
+				Remediation: clusterv1.MachineHealthCheckRemediation{TemplateRef: clusterv1.MachineHealthCheckRemediationTemplateReference{
+					APIVersion: infrav1.GroupVersion.String(), Kind: "RedfishRemediationTemplate", Name: "reboot",
+				}},
+			},
+		})).To(Succeed())
+
+		By("the Node going NotReady")
+		node := &corev1.Node{}
+		Expect(env.Get(ctx, client.ObjectKey{Name: machine.Status.NodeRef.Name}, node)).To(Succeed())
+		before := node.DeepCopy()
+		for i := range node.Status.Conditions {
+			if node.Status.Conditions[i].Type == corev1.NodeReady {
+				node.Status.Conditions[i].Status = corev1.ConditionFalse
+				node.Status.Conditions[i].LastTransitionTime = metav1.Now()
+			}
+		}
+		Expect(env.Status().Patch(ctx, node, client.MergeFrom(before))).To(Succeed())
+
+		By("the host being fenced (powered off) and powered on again through Redfish")
+		Eventually(func(g Gomega) {
+			rr := &infrav1.RedfishRemediation{}
+			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: machine.Name}, rr)).To(Succeed())
+			g.Expect(rr.Status.Phase).To(Equal(infrav1.RemediationCompleted), func() string { return b.dump() })
+			g.Expect(rr.Status.FencedAt).NotTo(BeNil())
+		}).Should(Succeed())
+		Expect(server.Stats().Resets["ForceOff"]).To(BeNumerically(">=", 1))
+		Expect(server.Stats().Boots).To(BeNumerically(">", bootsBefore))
+
+		By("the same Machine recovering and the MachineHealthCheck cleaning up")
+		Eventually(func(g Gomega) {
+			g.Expect(env.Get(ctx, client.ObjectKey{Name: node.Name}, node)).To(Succeed())
+			g.Expect(node.Status.Conditions).To(ContainElement(And(
+				HaveField("Type", corev1.NodeReady), HaveField("Status", corev1.ConditionTrue))))
+			ms := b.machines("workers")
+			g.Expect(ms).To(HaveLen(1))
+			g.Expect(ms[0].Name).To(Equal(machine.Name), "the Machine was replaced instead of remediated")
+			err := env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: machine.Name}, &infrav1.RedfishRemediation{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "remediation request still present: %v", err)
+		}, 2*time.Minute).Should(Succeed())
+		h := &infrav1.RedfishHost{}
+		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: server.ID()}, h)).To(Succeed())
+		Expect(h.Spec.RebootRequests).To(BeEmpty())
+	})
+})
