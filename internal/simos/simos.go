@@ -144,6 +144,9 @@ func (o *OS) registerNode(ctx context.Context, name, providerID string, e simula
 	if err := o.Client.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
 		return err
 	}
+	if node.Spec.ProviderID != providerID {
+		return fmt.Errorf("a Node named %s already exists with providerID %q (want %q)", name, node.Spec.ProviderID, providerID)
+	}
 	// A merge patch, as a kubelet's status update would not fight CAPI labelling the Node.
 	before := node.DeepCopy()
 	setReady(node, e)

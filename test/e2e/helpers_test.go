@@ -191,6 +191,13 @@ func (b *bed) hostOf(m clusterv1.Machine) string {
 // dump describes hosts and machines for failure messages.
 func (b *bed) dump() string {
 	out := "hosts: " + describeHosts(b.hosts()) + "\n"
+	for _, srv := range b.fleet.Servers {
+		st := srv.Stats()
+		out += fmt.Sprintf("  server %s power=%s boots=%d resets=%v fetched=%d\n", srv.ID(), srv.PowerState(), st.Boots, st.Resets, len(b.os.Fetched()[srv.ID()]))
+	}
+	for _, h := range b.hosts() {
+		out += fmt.Sprintf("  host %s bootIssuedAt=%v power=%s\n", h.Name, h.Status.BootIssuedAt, h.Status.PowerState)
+	}
 	for _, err := range b.os.Errors() {
 		out += "  simulated OS: " + err.Error() + "\n"
 	}
@@ -260,12 +267,14 @@ func (b *bed) controlPlane() string {
 	}
 	Expect(env.Create(ctx, data)).To(Succeed())
 	rm := &infrav1.RedfishMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "cp-0", Labels: map[string]string{clusterv1.ClusterNameLabel: b.cluster.Name}},
+		// Node names are the Machine names, and every bed's "workload cluster" is the one API
+		// server: the name must be unique across beds.
+		ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: b.ns + "-cp", Labels: map[string]string{clusterv1.ClusterNameLabel: b.cluster.Name}},
 		Spec:       infrav1.RedfishMachineSpec{Image: &infrav1.Image{URL: "http://images.example/cp.iso"}},
 	}
 	Expect(env.Create(ctx, rm)).To(Succeed())
 	m := &clusterv1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "cp-0", Labels: map[string]string{
+		ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: rm.Name, Labels: map[string]string{
 			clusterv1.ClusterNameLabel: b.cluster.Name, clusterv1.MachineControlPlaneLabel: "",
 		}},
 		Spec: clusterv1.MachineSpec{
