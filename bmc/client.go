@@ -144,6 +144,9 @@ type Options struct {
 	BreakerThreshold int
 	// BreakerCooldown is how long an open breaker fails calls fast. Default 30s.
 	BreakerCooldown time.Duration
+	// Observe, when set, is told about every HTTP request: the BMC base URL, method, status
+	// (0 without an answer) and duration. The manager feeds Prometheus with it.
+	Observe func(bmc, method string, status int, d time.Duration)
 }
 
 func (o Options) withDefaults() Options {

@@ -120,8 +120,16 @@ func (t *transport) attempt(orig *http.Request, body []byte, authorize bool) (*h
 		t.authorize(req)
 	}
 	t.requests.Add(1)
+	start := time.Now()
 	resp, err := t.base.RoundTrip(req)
 	<-t.sem
+	if t.opts.Observe != nil {
+		status := 0
+		if err == nil {
+			status = resp.StatusCode
+		}
+		t.opts.Observe(t.baseURL, orig.Method, status, time.Since(start))
+	}
 	if err != nil {
 		cancel()
 		if errors.Is(err, context.DeadlineExceeded) && orig.Context().Err() == nil {

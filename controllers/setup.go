@@ -14,6 +14,7 @@ import (
 	"github.com/caprf/cluster-api-provider-redfish/controllers/host"
 	"github.com/caprf/cluster-api-provider-redfish/controllers/machine"
 	"github.com/caprf/cluster-api-provider-redfish/controllers/remediation"
+	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
 )
 
 // Options configure the provider's controllers.
@@ -49,7 +50,11 @@ type Options struct {
 
 // Setup registers every controller of the provider with the manager.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
-	pool := bmc.NewPool(opts.BMC)
+	bmcOpts := opts.BMC
+	if bmcOpts.Observe == nil {
+		bmcOpts.Observe = metrics.ObserveBMC
+	}
+	pool := bmc.NewPool(bmcOpts)
 	if err := (&host.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, SeedBaseURL: opts.SeedBaseURL,
 		Recorder: mgr.GetEventRecorder("redfishhost-controller"), WatchFilterValue: opts.WatchFilterValue, PollInterval: opts.PollInterval,

@@ -28,6 +28,7 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
+	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
 )
 
 // Finalizer keeps a claimed host from disappearing under its machine.
@@ -86,6 +87,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	defer func() {
 		r.updateReady(host)
+		if host.DeletionTimestamp.IsZero() || controllerutil.ContainsFinalizer(host, Finalizer) {
+			metrics.SetHostState(host.Namespace, host.Name, string(stateOf(host)))
+		} else {
+			metrics.SetHostState(host.Namespace, host.Name, "")
+		}
 		if err := helper.Patch(ctx, host, patch.WithOwnedConditions{Conditions: []string{
 			infrav1.ReadyCondition, infrav1.BMCReachableCondition, infrav1.InspectedCondition,
 		}}); err != nil {
@@ -178,6 +184,12 @@ func (r *Reconciler) updateReady(h *infrav1.RedfishHost) {
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, infrav1.ReadyReason, ""
 	}
 	conditions.Set(h, c)
+}
+
+// reset sends a power action and counts it.
+func (r *Reconciler) reset(ctx context.Context, s *scope, t bmc.ResetType) error {
+	metrics.PowerOperations.WithLabelValues(s.host.Namespace, s.host.Name, string(t)).Inc()
+	return s.bmc.Reset(ctx, t)
 }
 
 func (r *Reconciler) event(h *infrav1.RedfishHost, reason, action, format string, args ...any) {

@@ -137,7 +137,7 @@ func (r *Reconciler) keepPower(ctx context.Context, s *scope, want *bool) error 
 	switch {
 	case *want && ps == bmc.PowerOff:
 		r.event(h, "PowerOn", "Power", "powering on")
-		return ignoreConflict(s.bmc.Reset(ctx, bmc.ResetOn))
+		return ignoreConflict(r.reset(ctx, s, bmc.ResetOn))
 	case !*want && ps == bmc.PowerOn:
 		t := bmc.ResetGracefulShutdown
 		for _, rr := range h.Spec.RebootRequests {
@@ -146,7 +146,7 @@ func (r *Reconciler) keepPower(ctx context.Context, s *scope, want *bool) error 
 			}
 		}
 		r.event(h, "PowerOff", "Power", "powering off (%s)", t)
-		return ignoreConflict(s.bmc.Reset(ctx, t))
+		return ignoreConflict(r.reset(ctx, s, t))
 	}
 	return nil
 }
@@ -195,7 +195,7 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 	}
 	h.Status.PowerState = string(ps)
 	if ps != bmc.PowerOff {
-		return ctrl.Result{RequeueAfter: r.PollInterval}, ignoreConflict(s.bmc.Reset(ctx, bmc.ResetForceOff))
+		return ctrl.Result{RequeueAfter: r.PollInterval}, ignoreConflict(r.reset(ctx, s, bmc.ResetForceOff))
 	}
 
 	sec := &corev1.Secret{}
@@ -219,7 +219,7 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("preparing the provisioning boot: %w", err)
 	}
-	if err := s.bmc.Reset(ctx, bmc.ResetOn); err != nil {
+	if err := r.reset(ctx, s, bmc.ResetOn); err != nil {
 		return ctrl.Result{}, ignoreConflict(err)
 	}
 	now := metav1.Now()
@@ -259,7 +259,7 @@ func (r *Reconciler) deprovision(ctx context.Context, s *scope) (ctrl.Result, er
 	}
 	h.Status.PowerState = string(ps)
 	if ps != bmc.PowerOff {
-		return ctrl.Result{RequeueAfter: r.PollInterval}, ignoreConflict(s.bmc.Reset(ctx, bmc.ResetForceOff))
+		return ctrl.Result{RequeueAfter: r.PollInterval}, ignoreConflict(r.reset(ctx, s, bmc.ResetForceOff))
 	}
 	if err := s.bmc.EjectMedia(ctx); err != nil {
 		return ctrl.Result{}, err

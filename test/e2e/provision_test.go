@@ -5,6 +5,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
@@ -47,6 +48,29 @@ var _ = Describe("Provisioning", Label("provision"), func() {
 			Expect(claimed).To(HaveKey(server))
 			Expect(data).To(Equal([]string{"#cloud-config for workers\n"}))
 		}
+		By("Prometheus metrics reporting host states and BMC traffic")
+		families, err := ctrlmetrics.Registry.Gather()
+		Expect(err).NotTo(HaveOccurred())
+		provisioned, bmcRequests := 0, 0.0
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				switch f.GetName() {
+				case "caprf_host_state":
+					if labels["namespace"] == b.ns && labels["state"] == "Provisioned" && m.GetGauge().GetValue() == 1 {
+						provisioned++
+					}
+				case "caprf_bmc_requests_total":
+					bmcRequests += m.GetCounter().GetValue()
+				}
+			}
+		}
+		Expect(provisioned).To(Equal(3))
+		Expect(bmcRequests).To(BeNumerically(">", 0))
+
 		for _, h := range b.hosts() {
 			if !claimed[h.Name] {
 				Expect(h.Status.State).To(Equal(infrav1.HostStateAvailable))

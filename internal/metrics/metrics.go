@@ -1,0 +1,57 @@
+// Package metrics holds the provider's Prometheus metrics, registered with controller-runtime's
+// registry (served on the manager's metrics endpoint).
+package metrics
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	// BMCRequests counts HTTP requests sent to BMCs by host, method and status code ("error"
+	// when no answer came).
+	BMCRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "caprf_bmc_requests_total", Help: "Redfish HTTP requests sent to BMCs.",
+	}, []string{"bmc", "method", "code"})
+
+	// BMCLatency observes BMC answer times.
+	BMCLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "caprf_bmc_request_duration_seconds", Help: "Time BMCs took to answer Redfish requests.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+	}, []string{"bmc"})
+
+	// HostState is 1 for the state each host is in.
+	HostState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "caprf_host_state", Help: "Lifecycle state of each RedfishHost (1 for the current state).",
+	}, []string{"namespace", "host", "state"})
+
+	// PowerOperations counts power actions sent to hosts.
+	PowerOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "caprf_power_operations_total", Help: "Power actions (Redfish reset types) requested; the BMC layer skips one the host already completed.",
+	}, []string{"namespace", "host", "type"})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(BMCRequests, BMCLatency, HostState, PowerOperations)
+}
+
+// ObserveBMC records one BMC request; status 0 means no answer.
+func ObserveBMC(bmc, method string, status int, d time.Duration) {
+	code := "error"
+	if status > 0 {
+		code = strconv.Itoa(status)
+	}
+	BMCRequests.WithLabelValues(bmc, method, code).Inc()
+	BMCLatency.WithLabelValues(bmc).Observe(d.Seconds())
+}
+
+// SetHostState makes state the only state reported for a host.
+func SetHostState(namespace, host, state string) {
+	HostState.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "host": host})
+	if state != "" {
+		HostState.WithLabelValues(namespace, host, state).Set(1)
+	}
+}
