@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -111,15 +110,21 @@ func (r *Reconciler) dropStaleReservation(ctx context.Context, h *infrav1.Redfis
 	if ref == nil {
 		return nil
 	}
-	owner := &unstructured.Unstructured{}
+	// Metadata only, read straight from the API server: no informer for an arbitrary owner kind.
+	owner := &metav1.PartialObjectMetadata{}
 	owner.SetGroupVersionKind(schema.GroupVersionKind{Group: ref.APIGroup, Version: "v1beta2", Kind: ref.Kind})
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, owner)
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, owner)
 	if apierrors.IsNotFound(err) {
 		r.event(h, "ReservationDropped", "Release", "%s %s no longer exists", ref.Kind, ref.Name)
 		h.Status.ReservedFor = nil
 		return nil
 	}
-	return client.IgnoreNotFound(err)
+	if err != nil {
+		// Keep the reservation when the owner cannot be read (e.g. no RBAC for its kind): a
+		// reserved host is never lost, only not reused by others.
+		ctrl.LoggerFrom(ctx).Info("cannot check the owner of a reservation; keeping it", "owner", ref.Kind+"/"+ref.Name, "error", err.Error())
+	}
+	return nil
 }
 
 // keepPower reads the power state into status and, when want is set, moves it there. Power-off

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sort"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -62,7 +63,7 @@ func (r *Reconciler) claimHost(ctx context.Context, s *scope) (ctrl.Result, erro
 			}
 			conditions.Set(rm, metav1.Condition{Type: infrav1.HostClaimedCondition, Status: metav1.ConditionTrue, Reason: "Claimed", Message: "Host " + h.Name})
 			if r.Recorder != nil {
-				r.Recorder.Eventf(rm, h, "Normal", "HostClaimed", "Claim", "claimed host %s", h.Name)
+				r.Recorder.Eventf(rm, h, corev1.EventTypeNormal, "HostClaimed", "Claim", "claimed host %s", h.Name)
 			}
 			return ctrl.Result{}, nil
 		}

@@ -16,6 +16,17 @@ base, user, password, image = sys.argv[1:5]
 root = sushy.Sushy(base + "/redfish/v1", username=user, password=password, verify=False)
 out = {}
 
+
+def wait_on():
+    """Polls the system until it reports power On (10 s at most)."""
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        system.refresh()
+        if system.power_state == res_cons.PowerState.ON:
+            return
+        time.sleep(0.05)
+
+
 systems = root.get_system_collection().get_members()
 out["systems"] = len(systems)
 system = systems[0]
@@ -40,20 +51,10 @@ out["media_inserted"] = vm.inserted
 out["media_image"] = vm.image
 
 system.reset_system(res_cons.ResetType.ON)
-deadline = time.time() + 10
-while time.time() < deadline:
-    system.refresh()
-    if system.power_state == res_cons.PowerState.ON:
-        break
-    time.sleep(0.05)
+wait_on()
 out["power_after_on"] = str(system.power_state.value)
 
 system.reset_system(res_cons.ResetType.FORCE_RESTART)
-deadline = time.time() + 10
-while time.time() < deadline:
-    system.refresh()
-    if system.power_state == res_cons.PowerState.ON:
-        break
-    time.sleep(0.05)
+wait_on()
 out["power_after_cycle"] = str(system.power_state.value)
 print(json.dumps(out))
