@@ -88,9 +88,7 @@ func (r *Reconciler) available(ctx context.Context, s *scope) (ctrl.Result, erro
 		r.event(h, "Claimed", "Claim", "claimed by %s %s", c.Consumer.Kind, c.Consumer.Name)
 		return ctrl.Result{}, nil // the status change wakes the next state
 	}
-	if err := r.dropStaleReservation(ctx, h); err != nil {
-		return ctrl.Result{}, err
-	}
+	r.dropStaleReservation(ctx, h)
 	if res, ok := r.connectOrWait(ctx, s); !ok {
 		return res, nil
 	}
@@ -105,10 +103,10 @@ func (r *Reconciler) available(ctx context.Context, s *scope) (ctrl.Result, erro
 }
 
 // dropStaleReservation frees a nodeReuse reservation whose owner no longer exists.
-func (r *Reconciler) dropStaleReservation(ctx context.Context, h *infrav1.RedfishHost) error {
+func (r *Reconciler) dropStaleReservation(ctx context.Context, h *infrav1.RedfishHost) {
 	ref := h.Status.ReservedFor
 	if ref == nil {
-		return nil
+		return
 	}
 	// Metadata only, read straight from the API server: no informer for an arbitrary owner kind.
 	owner := &metav1.PartialObjectMetadata{}
@@ -117,14 +115,13 @@ func (r *Reconciler) dropStaleReservation(ctx context.Context, h *infrav1.Redfis
 	if apierrors.IsNotFound(err) {
 		r.event(h, "ReservationDropped", "Release", "%s %s no longer exists", ref.Kind, ref.Name)
 		h.Status.ReservedFor = nil
-		return nil
+		return
 	}
 	if err != nil {
 		// Keep the reservation when the owner cannot be read (e.g. no RBAC for its kind): a
 		// reserved host is never lost, only not reused by others.
 		ctrl.LoggerFrom(ctx).Info("cannot check the owner of a reservation; keeping it", "owner", ref.Kind+"/"+ref.Name, "error", err.Error())
 	}
-	return nil
 }
 
 // keepPower reads the power state into status and, when want is set, moves it there. Power-off
