@@ -54,12 +54,15 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, CRDs and RBAC.
 	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths="./..." output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) webhook paths="./internal/webhooks/..." output:webhook:artifacts:config=config/webhook
+	go run ./hack/release -templates
+
+GENERATED := api exp config templates
 
 .PHONY: verify-gen
 verify-gen: generate ## Fail when generated files are stale.
-	@if ! git diff --quiet -- api exp config || [ -n "$$(git ls-files --others --exclude-standard -- api exp config)" ]; then \
+	@if ! git diff --quiet -- $(GENERATED) || [ -n "$$(git ls-files --others --exclude-standard -- $(GENERATED))" ]; then \
 		echo "Generated files are stale; run 'make generate' and commit:"; \
-		git --no-pager diff --stat -- api exp config; git ls-files --others --exclude-standard -- api exp config; exit 1; \
+		git --no-pager diff --stat -- $(GENERATED); git ls-files --others --exclude-standard -- $(GENERATED); exit 1; \
 	fi
 
 .PHONY: fmt
@@ -83,5 +86,20 @@ test: verify-gen vet lint ## The whole suite CI runs: generated files, vet, lint
 	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: dev
-dev: ## Run the embedded demo (placeholder until the dev-environment issue lands).
-	@echo "The embedded demo arrives with the dev-environment work (issue 5)."; exit 2
+dev: ## Run the embedded demo: control plane, CAPI, CAPRF and a simulated fleet (DEV_FLAGS="--help" lists options).
+	@go build -o $(TOOLS_BIN)/caprf-dev ./cmd/caprf-dev
+	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" $(TOOLS_BIN)/caprf-dev $(DEV_FLAGS)
+
+##@ Release
+
+VERSION ?= v0.1.0
+RELEASE_DIR ?= out
+IMAGE ?= ghcr.io/caprf/cluster-api-provider-redfish:$(VERSION)
+
+.PHONY: release-manifests
+release-manifests: ## Write the clusterctl repository (components, metadata, templates) to $(RELEASE_DIR)/infrastructure-redfish/$(VERSION).
+	go run ./hack/release -out $(RELEASE_DIR) -version $(VERSION)
+
+.PHONY: docker-build
+docker-build: ## Build the manager image (needs a Docker daemon).
+	docker build -t $(IMAGE) .

@@ -22,15 +22,13 @@ import (
 	"sigs.k8s.io/cluster-api/core/setup"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/controllers"
-	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
-	"github.com/caprf/cluster-api-provider-redfish/internal/webhooks"
+	"github.com/caprf/cluster-api-provider-redfish/internal/provider"
 )
 
 const controllerName = "caprf-manager"
@@ -133,20 +131,8 @@ func run(ctx context.Context, f flags) error {
 		return fmt.Errorf("creating cluster cache: %w", err)
 	}
 
-	if err := webhooks.Setup(mgr, mgr.GetAPIReader()); err != nil {
-		return err
-	}
-	srv := &seed.Server{Reader: mgr.GetAPIReader(), BaseURL: f.seedURL}
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		l, err := net.Listen("tcp", f.seedAddr)
-		if err != nil {
-			return err
-		}
-		return srv.Serve(ctx, l)
-	})); err != nil {
-		return err
-	}
-	if err := controllers.Setup(ctx, mgr, controllers.Options{
+	listen := func() (net.Listener, error) { return net.Listen("tcp", f.seedAddr) }
+	if err := provider.Setup(ctx, mgr, listen, controllers.Options{
 		SeedBaseURL:      f.seedURL,
 		WatchFilterValue: f.watchFilter,
 		Controller:       controller.Options{MaxConcurrentReconciles: f.concurrency, UsePriorityQueue: ptr.To(true)},

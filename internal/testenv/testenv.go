@@ -7,6 +7,7 @@ package testenv
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -26,6 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1beta1 "sigs.k8s.io/cluster-api/api/core/v1beta1" //nolint:staticcheck // CAPI's conversion webhooks need the v1beta1 spokes registered.
@@ -58,7 +62,9 @@ import (
 	webhookconfig "github.com/caprf/cluster-api-provider-redfish/config/webhook"
 )
 
-const controllerName = "caprf-testenv"
+// starts numbers environments: client-go refuses a second informer name in one process, so each
+// environment's controllers get their own name.
+var starts atomic.Int32
 
 // Options configure an Environment.
 type Options struct {
@@ -129,16 +135,23 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	if err := yaml.Unmarshal(webhookconfig.Manifests, ourWebhooks); err != nil {
 		return nil, fmt.Errorf("parsing config/webhook/manifests.yaml: %w", err)
 	}
-	ourWebhooks.Name = "caprf-" + ourWebhooks.Name // CAPI's configuration has the same default name
+	ourWebhooks.Name = "testenv-caprf-" + ourWebhooks.Name // CAPI's configuration has the same default name; the release manifests use caprf-
 
+	controllerName := fmt.Sprintf("caprf-testenv-%d", starts.Add(1))
 	scheme := Scheme()
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		Scheme:                scheme,
 		ErrorIfCRDPathMissing: true,
 		ControlPlane:          envtest.ControlPlane{APIServer: &envtest.APIServer{}},
-		CRDDirectoryPaths:     []string{filepath.Join(capiDir, "core", "config", "crd", "bases")},
-		CRDs:                  ours,
+		// CAPI's core CRDs, plus the kubeadm bootstrap and control plane CRDs so the clusterctl
+		// templates' KubeadmControlPlane and KubeadmConfigTemplate can be admitted (no controllers).
+		CRDDirectoryPaths: []string{
+			filepath.Join(capiDir, "core", "config", "crd", "bases"),
+			filepath.Join(capiDir, "bootstrap", "kubeadm", "config", "crd", "bases"),
+			filepath.Join(capiDir, "controlplane", "kubeadm", "config", "crd", "bases"),
+		},
+		CRDs: ours,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{
 			Paths:                   []string{filepath.Join(capiDir, "core", "config", "webhook", "manifests.yaml")},
 			ValidatingWebhooks:      []*admissionregistrationv1.ValidatingWebhookConfiguration{ourWebhooks},
@@ -191,7 +204,7 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	if err := setupCAPIWebhooks(mgr); err != nil {
 		return nil, err
 	}
-	if e.ClusterCache, err = setupCAPIControllers(ctx, mgr, opts.Concurrency); err != nil {
+	if e.ClusterCache, err = setupCAPIControllers(ctx, mgr, controllerName, opts.Concurrency); err != nil {
 		return nil, err
 	}
 	if opts.SetupProvider != nil {
@@ -236,7 +249,7 @@ func setupCAPIWebhooks(mgr ctrl.Manager) error {
 	return nil
 }
 
-func setupCAPIControllers(ctx context.Context, mgr ctrl.Manager, concurrency int) (clustercache.ClusterCache, error) {
+func setupCAPIControllers(ctx context.Context, mgr ctrl.Manager, controllerName string, concurrency int) (clustercache.ClusterCache, error) {
 	secretClient, err := setup.CreateSecretCachingClient(mgr)
 	if err != nil {
 		return nil, fmt.Errorf("creating secret caching client: %w", err)
@@ -328,7 +341,9 @@ func (e *Environment) waitForWebhooks(ctx context.Context) error {
 	addr := net.JoinHostPort(o.LocalServingHost, strconv.Itoa(o.LocalServingPort))
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		conn, err := (&net.Dialer{Timeout: time.Second}).DialContext(ctx, "tcp", addr)
+		// A full TLS handshake: a bare TCP probe makes the server log a handshake error.
+		d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: time.Second}, Config: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // a readiness probe of our own local server.
+		conn, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
 			return conn.Close()
 		}
@@ -385,4 +400,15 @@ func (e *Environment) CreateNamespace(ctx context.Context, prefix string) (*core
 // server stores rather than the latest state a cache holds.
 func NewWatchClient(cfg *rest.Config) (client.WithWatch, error) {
 	return client.NewWithWatch(cfg, client.Options{Scheme: Scheme()})
+}
+
+// WriteKubeconfig writes an admin kubeconfig for this API server to path (mode 0600), with
+// namespace as the context's default, for kubectl and friends.
+func (e *Environment) WriteKubeconfig(path, namespace string) error {
+	c := clientcmdapi.NewConfig()
+	c.Clusters["caprf-dev"] = &clientcmdapi.Cluster{Server: e.Config.Host, CertificateAuthorityData: e.Config.CAData}
+	c.AuthInfos["caprf-dev-admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: e.Config.CertData, ClientKeyData: e.Config.KeyData}
+	c.Contexts["caprf-dev"] = &clientcmdapi.Context{Cluster: "caprf-dev", AuthInfo: "caprf-dev-admin", Namespace: namespace}
+	c.CurrentContext = "caprf-dev"
+	return clientcmd.WriteToFile(*c, path)
 }

@@ -8,13 +8,13 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/sample"
 	"github.com/caprf/cluster-api-provider-redfish/internal/simos"
 	"github.com/caprf/cluster-api-provider-redfish/internal/testenv"
 	"github.com/caprf/cluster-api-provider-redfish/simulator"
@@ -44,18 +44,8 @@ func newBed(name string, n int, mutate func(i int, h *infrav1.RedfishHost)) *bed
 	b := &bed{ns: ns.Name, fleet: fleet, os: simos.New(kubelet, seedBaseURL)}
 	b.os.Attach(fleet)
 	for i, s := range fleet.Servers {
-		user, pass := s.Credentials()
-		Expect(env.Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: s.ID() + "-bmc"},
-			StringData: map[string]string{"username": user, "password": pass},
-		})).To(Succeed())
-		h := &infrav1.RedfishHost{
-			ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: s.ID()},
-			Spec: infrav1.RedfishHostSpec{
-				BMC:            infrav1.BMC{Address: s.Address(), CredentialsName: s.ID() + "-bmc"},
-				BootMACAddress: s.MACs()[0],
-			},
-		}
+		creds, h := sample.Host(b.ns, s)
+		Expect(env.Create(ctx, creds)).To(Succeed())
 		if mutate != nil {
 			mutate(i, h)
 		}
@@ -97,16 +87,9 @@ func (b *bed) waitHostsAvailable(n int) {
 // back at the test API server.
 func (b *bed) createCluster(name string) {
 	GinkgoHelper()
-	Expect(env.Create(ctx, &infrav1.RedfishCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: name},
-		Spec:       infrav1.RedfishClusterSpec{ControlPlaneEndpoint: clusterv1.APIEndpoint{Host: "10.0.0.10", Port: 6443}},
-	})).To(Succeed())
-	b.cluster = &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: name},
-		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-			APIGroup: infrav1.GroupVersion.Group, Kind: "RedfishCluster", Name: name,
-		}},
-	}
+	rc, c := sample.Cluster(b.ns, name, "10.0.0.10")
+	Expect(env.Create(ctx, rc)).To(Succeed())
+	b.cluster = c
 	Expect(env.Create(ctx, b.cluster)).To(Succeed())
 	Expect(env.CreateKubeconfigSecret(ctx, b.cluster)).To(Succeed())
 }
@@ -114,47 +97,17 @@ func (b *bed) createCluster(name string) {
 // template creates a RedfishMachineTemplate.
 func (b *bed) template(name string, spec infrav1.RedfishMachineSpec) *infrav1.RedfishMachineTemplate {
 	GinkgoHelper()
-	if spec.Image == nil {
-		spec.Image = &infrav1.Image{URL: "http://images.example/" + name + ".iso", Format: "live-iso"}
-	}
-	t := &infrav1.RedfishMachineTemplate{
-		ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: name},
-		Spec:       infrav1.RedfishMachineTemplateSpec{Template: infrav1.RedfishMachineTemplateResource{Spec: spec}},
-	}
+	t := sample.MachineTemplate(b.ns, name, spec)
 	Expect(env.Create(ctx, t)).To(Succeed())
 	return t
 }
 
-// machineDeployment creates a MachineDeployment whose bootstrap data is a Secret saying
-// "#cloud-config for <md>" (so a test can tell which server got which data).
+// machineDeployment creates a MachineDeployment (maxSurge 0, maxUnavailable 1) whose bootstrap data
+// is a Secret saying "#cloud-config for <md>" (so a test can tell which server got which data).
 func (b *bed) machineDeployment(name, template string, replicas int32) *clusterv1.MachineDeployment {
 	GinkgoHelper()
-	data := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: name + "-bootstrap"},
-		StringData: map[string]string{"value": "#cloud-config for " + name + "\n", "format": "cloud-config"},
-	}
+	data, md := sample.MachineDeployment(b.ns, b.cluster.Name, name, template, replicas, 0, 1)
 	Expect(env.Create(ctx, data)).To(Succeed())
-	md := &clusterv1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: name},
-		Spec: clusterv1.MachineDeploymentSpec{
-			ClusterName: b.cluster.Name,
-			Replicas:    ptr.To(replicas),
-			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
-				Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
-				RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
-					MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-				},
-			}},
-			Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{
-				ClusterName: b.cluster.Name,
-				Version:     "v1.36.3",
-				Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(data.Name)},
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-					APIGroup: infrav1.GroupVersion.Group, Kind: "RedfishMachineTemplate", Name: template,
-				},
-			}},
-		},
-	}
 	Expect(env.Create(ctx, md)).To(Succeed())
 	return md
 }
@@ -261,31 +214,12 @@ func secret(ns, name, user, pass string) *corev1.Secret {
 // control plane is initialized.
 func (b *bed) controlPlane() string {
 	GinkgoHelper()
-	data := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "cp-bootstrap"},
-		StringData: map[string]string{"value": "#cloud-config for the control plane\n", "format": "cloud-config"},
+	// Node names are the Machine names, and every bed's "workload cluster" is the one API server:
+	// the name must be unique across beds.
+	data, rm, m := sample.ControlPlane(b.ns, b.cluster.Name, b.ns+"-cp")
+	for _, o := range []client.Object{data, rm, m} {
+		Expect(env.Create(ctx, o)).To(Succeed())
 	}
-	Expect(env.Create(ctx, data)).To(Succeed())
-	rm := &infrav1.RedfishMachine{
-		// Node names are the Machine names, and every bed's "workload cluster" is the one API
-		// server: the name must be unique across beds.
-		ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: b.ns + "-cp", Labels: map[string]string{clusterv1.ClusterNameLabel: b.cluster.Name}},
-		Spec:       infrav1.RedfishMachineSpec{Image: &infrav1.Image{URL: "http://images.example/cp.iso"}},
-	}
-	Expect(env.Create(ctx, rm)).To(Succeed())
-	m := &clusterv1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: rm.Name, Labels: map[string]string{
-			clusterv1.ClusterNameLabel: b.cluster.Name, clusterv1.MachineControlPlaneLabel: "",
-		}},
-		Spec: clusterv1.MachineSpec{
-			ClusterName: b.cluster.Name, Version: "v1.36.3",
-			Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To(data.Name)},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: infrav1.GroupVersion.Group, Kind: "RedfishMachine", Name: rm.Name,
-			},
-		},
-	}
-	Expect(env.Create(ctx, m)).To(Succeed())
 	Eventually(func(g Gomega) {
 		g.Expect(env.Get(ctx, client.ObjectKeyFromObject(b.cluster), b.cluster)).To(Succeed())
 		g.Expect(conditions.IsTrue(b.cluster, clusterv1.ClusterControlPlaneInitializedCondition)).To(BeTrue(), func() string { return b.dump() })

@@ -18,13 +18,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
 	"github.com/caprf/cluster-api-provider-redfish/controllers"
-	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
+	"github.com/caprf/cluster-api-provider-redfish/internal/provider"
 	"github.com/caprf/cluster-api-provider-redfish/internal/testenv"
-	"github.com/caprf/cluster-api-provider-redfish/internal/webhooks"
 )
 
 var (
@@ -59,14 +57,7 @@ var _ = BeforeSuite(func() {
 	env, err = testenv.Start(ctx, testenv.Options{
 		Logger: &logger,
 		SetupProvider: func(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache) error {
-			srv := &seed.Server{Reader: mgr.GetAPIReader(), BaseURL: seedBaseURL}
-			if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return srv.Serve(ctx, seedListener) })); err != nil {
-				return err
-			}
-			if err := webhooks.Setup(mgr, mgr.GetAPIReader()); err != nil {
-				return err
-			}
-			return controllers.Setup(ctx, mgr, controllers.Options{
+			return provider.Setup(ctx, mgr, func() (net.Listener, error) { return seedListener, nil }, controllers.Options{
 				Controller:       controller.Options{MaxConcurrentReconciles: 10},
 				ClusterCache:     cc,
 				SeedBaseURL:      seedBaseURL,

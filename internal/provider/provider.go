@@ -1,0 +1,35 @@
+// Package provider wires everything this provider runs into a controller-runtime manager: the
+// admission webhooks, the seed server booting hosts fetch their data from, and the controllers.
+// The manager binary, the embedded demo and the e2e suite all set it up through Setup.
+package provider
+
+import (
+	"context"
+	"net"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/caprf/cluster-api-provider-redfish/controllers"
+	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
+	"github.com/caprf/cluster-api-provider-redfish/internal/webhooks"
+)
+
+// Setup registers the webhooks, the seed server (serving on the listener listen returns once the
+// manager starts it, reachable by hosts at o.SeedBaseURL) and the controllers.
+func Setup(ctx context.Context, mgr ctrl.Manager, listen func() (net.Listener, error), o controllers.Options) error {
+	if err := webhooks.Setup(mgr, mgr.GetAPIReader()); err != nil {
+		return err
+	}
+	srv := &seed.Server{Reader: mgr.GetAPIReader(), BaseURL: o.SeedBaseURL}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		l, err := listen()
+		if err != nil {
+			return err
+		}
+		return srv.Serve(ctx, l)
+	})); err != nil {
+		return err
+	}
+	return controllers.Setup(ctx, mgr, o)
+}
