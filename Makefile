@@ -87,6 +87,7 @@ test: verify-gen vet lint ## The whole suite CI runs: generated files, vet, lint
 
 .PHONY: dev
 dev: ## Run the embedded demo: control plane, CAPI, CAPRF and a simulated fleet (DEV_FLAGS="--help" lists options).
+	@echo "make dev: building the demo (the first build downloads and compiles the Kubernetes and CAPI modules: minutes)"
 	@go build -o $(TOOLS_BIN)/caprf-dev ./cmd/caprf-dev
 	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" $(TOOLS_BIN)/caprf-dev $(DEV_FLAGS)
 

@@ -184,10 +184,8 @@ func Run(ctx context.Context, o Options) (retErr error) {
 	progress, stopProgress := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); w.watch(progress) }()
-	err = sc.Run(ctx, w)
-	stopProgress()
-	<-done
-	if err != nil {
+	defer func() { stopProgress(); <-done }()
+	if err := sc.Run(ctx, w); err != nil {
 		return err
 	}
 	if errs := w.OS.Errors(); len(errs) > 0 {
@@ -195,7 +193,8 @@ func Run(ctx context.Context, o Options) (retErr error) {
 	}
 	w.Printf("scenario %q complete", o.Scenario)
 	if o.Wait {
-		w.Printf("everything keeps running for kubectl (KUBECONFIG=%s); press Ctrl-C to stop", kubeconfig)
+		// Progress lines keep coming: try `kubectl scale machinedeployment workers --replicas 3`.
+		w.Printf("everything keeps running for kubectl (export KUBECONFIG=%s); Ctrl-C stops it", kubeconfig)
 		<-ctx.Done()
 	}
 	return nil
