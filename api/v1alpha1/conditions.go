@@ -25,8 +25,13 @@ const (
 	WaitingForClusterInfraReason = "WaitingForClusterInfrastructure"
 	WaitingForBootstrapReason    = "WaitingForBootstrapData"
 	WaitingForHostReason         = "WaitingForAvailableHost"
-	ProvisioningReason           = "Provisioning"
-	DeletingReason               = "Deleting"
+	// WaitingForHostRestoreReason: the machine ran on the host its providerID names, and waits
+	// for that host to come back (after clusterctl move or a restore) to claim it again.
+	WaitingForHostRestoreReason = "WaitingForHostRestore"
+	// ClaimRestoredReason: a claim lost with an object's status was rebuilt from spec.providerID.
+	ClaimRestoredReason = "ClaimRestored"
+	ProvisioningReason  = "Provisioning"
+	DeletingReason      = "Deleting"
 
 	BMCAuthFailedReason      = "AuthenticationFailed"
 	BMCUnreachableReason     = "Unreachable"

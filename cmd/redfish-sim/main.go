@@ -50,6 +50,8 @@ kind: Secret
 metadata:
   name: %[1]s-bmc
   namespace: %[2]s
+  labels:
+    clusterctl.cluster.x-k8s.io/move: ""
 stringData:
   username: %[3]s
   password: %[4]s

@@ -10,12 +10,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
+	"github.com/caprf/cluster-api-provider-redfish/internal/claim"
 	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
 )
 
@@ -73,17 +75,65 @@ func (r *Reconciler) inspect(ctx context.Context, s *scope) (ctrl.Result, error)
 	}
 	h.Status.Inventory = inv
 	conditions.Set(h, metav1.Condition{Type: infrav1.InspectedCondition, Status: metav1.ConditionTrue, Reason: "Inspected"})
-	h.Status.State = infrav1.HostStateAvailable
 	r.event(h, "Inspected", "Inspect", "%s %s, %d cores, %d MiB, %d NICs, %d drives", inv.Manufacturer, inv.Model, inv.CPUCores, inv.MemoryMiB, len(inv.NICs), len(inv.Drives))
+	restored, err := r.restoreClaim(ctx, h)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if restored {
+		return ctrl.Result{}, nil
+	}
+	h.Status.State = infrav1.HostStateAvailable
 	return ctrl.Result{}, nil // the status change wakes the next state
+}
+
+// restoreClaim rebuilds the claim of a host that lost its status while a machine still runs on it
+// (`clusterctl move` and restored backups recreate objects without status): a RedfishMachine whose
+// spec.providerID names this host is its consumer. The host goes straight to Provisioned, so it
+// is neither offered to other machines nor booted again. True when a claim was restored.
+func (r *Reconciler) restoreClaim(ctx context.Context, h *infrav1.RedfishHost) (bool, error) {
+	if h.Status.Claim != nil {
+		return false, nil
+	}
+	rms := &infrav1.RedfishMachineList{}
+	if err := r.Client.List(ctx, rms, client.InNamespace(h.Namespace)); err != nil {
+		return false, err
+	}
+	for i := range rms.Items {
+		rm := &rms.Items[i]
+		if claim.HostOf(rm.Spec.ProviderID, h.Namespace) != h.Name || !rm.DeletionTimestamp.IsZero() {
+			continue
+		}
+		m, err := util.GetOwnerMachine(ctx, r.Client, rm.ObjectMeta)
+		if err != nil || m == nil {
+			return false, fmt.Errorf("restoring the claim of %s: its Machine is not readable yet: %w", rm.Name, err)
+		}
+		cluster, err := util.GetClusterFromMetadata(ctx, r.Client, m.ObjectMeta)
+		if err != nil {
+			return false, fmt.Errorf("restoring the claim of %s: %w", rm.Name, err)
+		}
+		h.Status.Claim = claim.For(rm, claim.Owner(m, cluster))
+		h.Status.Claim.Provisioned = true
+		h.Status.ReservedFor = nil
+		h.Status.State = infrav1.HostStateProvisioned
+		r.event(h, infrav1.ClaimRestoredReason, "Claim", "restored the claim of RedfishMachine %s from its spec.providerID", rm.Name)
+		return true, nil
+	}
+	return false, nil
 }
 
 func (r *Reconciler) available(ctx context.Context, s *scope) (ctrl.Result, error) {
 	h := s.host
 	if c := h.Status.Claim; c != nil {
-		h.Status.State = infrav1.HostStateProvisioning
-		if c.Release {
+		switch {
+		case c.Release:
 			h.Status.State = infrav1.HostStateDeprovisioning
+		case c.Provisioned:
+			// A claim restored by its machine (the host lost its status): it already runs
+			// that machine, so it must not boot again.
+			h.Status.State = infrav1.HostStateProvisioned
+		default:
+			h.Status.State = infrav1.HostStateProvisioning
 		}
 		r.event(h, "Claimed", "Claim", "claimed by %s %s", c.Consumer.Kind, c.Consumer.Name)
 		return ctrl.Result{}, nil // the status change wakes the next state

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/claim"
 )
 
 // claimHost makes sure the machine holds exactly one host. A claim is written to the host's
@@ -44,7 +45,11 @@ func (r *Reconciler) claimHost(ctx context.Context, s *scope) (ctrl.Result, erro
 		return ctrl.Result{}, nil
 	}
 
-	owner := ownerOf(s)
+	if host := claim.HostOf(rm.Spec.ProviderID, rm.Namespace); host != "" {
+		return r.reclaim(ctx, s, hosts.Items, host)
+	}
+
+	owner := claim.Owner(s.machine, s.cluster)
 	fdLabel := r.failureDomainLabel(ctx, s.cluster)
 	candidates, waitForReuse, err := r.candidates(ctx, s, hosts.Items, owner, fdLabel)
 	if err != nil {
@@ -75,6 +80,65 @@ func (r *Reconciler) claimHost(ctx context.Context, s *scope) (ctrl.Result, erro
 	conditions.Set(rm, metav1.Condition{Type: infrav1.HostClaimedCondition, Status: metav1.ConditionFalse, Reason: infrav1.WaitingForHostReason, Message: msg})
 	setNotReady(rm, infrav1.WaitingForHostReason, msg)
 	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+}
+
+// reclaim takes back the host this machine ran on, named by its providerID, when the host's
+// status no longer holds the claim: `clusterctl move` and restored backups recreate objects
+// without status (and with new UIDs). The machine never takes another host instead. The claim is
+// restored as provisioned, so the host is not booted again.
+func (r *Reconciler) reclaim(ctx context.Context, s *scope, hosts []infrav1.RedfishHost, name string) (ctrl.Result, error) {
+	rm := s.rm
+	wait := func(format string, args ...any) (ctrl.Result, error) {
+		msg := fmt.Sprintf(format, args...)
+		conditions.Set(rm, metav1.Condition{Type: infrav1.HostClaimedCondition, Status: metav1.ConditionFalse, Reason: infrav1.WaitingForHostRestoreReason, Message: msg})
+		setNotReady(rm, infrav1.WaitingForHostRestoreReason, msg)
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
+	var h *infrav1.RedfishHost
+	for i := range hosts {
+		if hosts[i].Name == name {
+			h = &hosts[i]
+		}
+	}
+	switch {
+	case h == nil:
+		return wait("Host %s (from spec.providerID) does not exist", name)
+	case h.Status.Claim != nil && h.Status.Claim.Consumer.Name == rm.Name && !h.Status.Claim.Release:
+		// The host kept (or already restored) this machine's claim under the machine's old UID:
+		// the same machine, recreated. Adopt the claim.
+	case h.Status.Claim != nil:
+		return wait("Host %s (from spec.providerID) is claimed by %s %s", name, h.Status.Claim.Consumer.Kind, h.Status.Claim.Consumer.Name)
+	case h.Status.State != infrav1.HostStateAvailable:
+		return wait("Host %s (from spec.providerID) is %s; its claim is restored once it is registered", name, stateName(h))
+	}
+	restored := h.DeepCopy()
+	if c := restored.Status.Claim; c != nil {
+		c.ConsumerUID = string(rm.UID)
+	} else {
+		restored.Status.Claim = claim.For(rm, claim.Owner(s.machine, s.cluster))
+		restored.Status.Claim.Provisioned = true
+		restored.Status.ReservedFor = nil
+	}
+	if err := r.Client.Status().Update(ctx, restored); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{RequeueAfter: r.PollInterval / 4}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	s.host = restored
+	rm.Status.HostRef = name
+	conditions.Set(rm, metav1.Condition{Type: infrav1.HostClaimedCondition, Status: metav1.ConditionTrue, Reason: infrav1.ClaimRestoredReason, Message: "Host " + name + " (restored from spec.providerID)"})
+	if r.Recorder != nil {
+		r.Recorder.Eventf(rm, restored, corev1.EventTypeNormal, infrav1.ClaimRestoredReason, "Claim", "restored the claim on host %s from spec.providerID", name)
+	}
+	return ctrl.Result{}, nil
+}
+
+func stateName(h *infrav1.RedfishHost) string {
+	if h.Status.State == "" {
+		return "not registered yet"
+	}
+	return string(h.Status.State)
 }
 
 func claimedBy(h *infrav1.RedfishHost, rm *infrav1.RedfishMachine) bool {
@@ -152,22 +216,7 @@ func (r *Reconciler) releasingFor(ctx context.Context, h *infrav1.RedfishHost, o
 func (r *Reconciler) tryClaim(ctx context.Context, s *scope, h *infrav1.RedfishHost, owner *infrav1.ObjectRef) (bool, error) {
 	rm := s.rm
 	claimed := h.DeepCopy()
-	claimed.Status.Claim = &infrav1.HostClaim{
-		Consumer:              infrav1.ObjectRef{APIGroup: infrav1.GroupVersion.Group, Kind: "RedfishMachine", Namespace: rm.Namespace, Name: rm.Name},
-		ConsumerUID:           string(rm.UID),
-		Owner:                 owner,
-		NodeReuse:             rm.Spec.NodeReuse,
-		AutomatedCleaningMode: rm.Spec.AutomatedCleaningMode,
-		Image:                 rm.Spec.Image.DeepCopy(),
-		BootMethod:            rm.Spec.BootMethod,
-		Since:                 metav1.Now(),
-	}
-	if claimed.Status.Claim.AutomatedCleaningMode == "" {
-		claimed.Status.Claim.AutomatedCleaningMode = infrav1.CleaningModeMetadata
-	}
-	if claimed.Status.Claim.BootMethod == "" {
-		claimed.Status.Claim.BootMethod = infrav1.BootMethodVirtualMedia
-	}
+	claimed.Status.Claim = claim.For(rm, owner)
 	claimed.Status.ReservedFor = nil
 	err := r.Client.Status().Update(ctx, claimed)
 	switch {
@@ -179,27 +228,6 @@ func (r *Reconciler) tryClaim(ctx context.Context, s *scope, h *infrav1.RedfishH
 	}
 	*h = *claimed
 	return true, nil
-}
-
-// ownerOf names the MachineDeployment (or control plane, or bare MachineSet) the machine
-// belongs to, from the labels CAPI puts on every Machine.
-func ownerOf(s *scope) *infrav1.ObjectRef {
-	m := s.machine
-	ref := func(group, kind, name string) *infrav1.ObjectRef {
-		return &infrav1.ObjectRef{APIGroup: group, Kind: kind, Namespace: m.Namespace, Name: name}
-	}
-	if name := m.Labels[clusterv1.MachineDeploymentNameLabel]; name != "" {
-		return ref(clusterv1.GroupVersion.Group, "MachineDeployment", name)
-	}
-	if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; ok {
-		if cp := s.cluster.Spec.ControlPlaneRef; cp.IsDefined() {
-			return ref(cp.APIGroup, cp.Kind, cp.Name)
-		}
-	}
-	if name := m.Labels[clusterv1.MachineSetNameLabel]; name != "" {
-		return ref(clusterv1.GroupVersion.Group, "MachineSet", name)
-	}
-	return nil
 }
 
 // failureDomainLabel is the host label the cluster's RedfishCluster names for failure domains.

@@ -2,7 +2,6 @@ package machine
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,21 +12,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/claim"
 	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
 )
-
-// ProviderID is the Node providerID of a machine on a host: unique per claim, so a reused host
-// never makes CAPI confuse the old Node with the new one.
-func ProviderID(namespace, host, machine string) string {
-	return fmt.Sprintf("redfish://%s/%s/%s", namespace, host, machine)
-}
 
 // ensureSeed sets the providerID and writes the seed Secret the host boots with (a fresh token,
 // owned by the RedfishMachine). Once the Node joined the Secret is gone for good.
 func (r *Reconciler) ensureSeed(ctx context.Context, s *scope) (ctrl.Result, error) {
 	rm := s.rm
 	if rm.Spec.ProviderID == "" {
-		rm.Spec.ProviderID = ProviderID(rm.Namespace, s.host.Name, rm.Name)
+		rm.Spec.ProviderID = claim.ProviderID(rm.Namespace, s.host.Name, rm.Name)
 	}
 	if s.host.Status.Claim.Provisioned {
 		return ctrl.Result{}, nil

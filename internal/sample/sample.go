@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/simulator"
@@ -22,7 +23,8 @@ const KubernetesVersion = "v1.36.3"
 func Host(ns string, s *simulator.Server) (*corev1.Secret, *infrav1.RedfishHost) {
 	user, pass := s.Credentials()
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.ID() + "-bmc"},
+		// The move label: `clusterctl move` takes the credentials along with the hosts.
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.ID() + "-bmc", Labels: map[string]string{clusterctlv1.ClusterctlMoveLabel: ""}},
 		StringData: map[string]string{"username": user, "password": pass},
 	}
 	host := &infrav1.RedfishHost{

@@ -1,0 +1,159 @@
+package e2e
+
+import (
+	"maps"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+)
+
+// `clusterctl move` (and restoring a backup) recreates every object in the target cluster
+// without its status and with a new UID: hosts lose their claims, machines their hostRef. A
+// running host must stay with its machine, must not be offered to another one, and must not boot.
+var _ = Describe("clusterctl move", Label("move"), func() {
+	It("keeps every running host with its machine, booting nothing, when hosts and machines come back without status", func() {
+		b := newBed("move", 3, nil)
+		b.createCluster("move")
+		b.controlPlane()
+		b.template("workers", infrav1.RedfishMachineSpec{NodeReuse: true})
+		b.machineDeployment("workers", "workers", 1)
+		b.waitRunning("workers", 1)
+
+		placement := b.placement()
+		Expect(placement).To(HaveLen(2))
+		used := map[string]bool{}
+		for _, h := range placement {
+			used[h] = true
+		}
+		boots := map[string]int{}
+		for _, s := range b.fleet.Servers {
+			boots[s.ID()] = s.Stats().Boots
+		}
+
+		for _, order := range [][]string{{"hosts", "machines"}, {"machines", "hosts"}} {
+			By("recreating " + order[0] + " then " + order[1] + " without status, as clusterctl move does, while the Cluster is paused")
+			b.setPaused(true)
+			for _, kind := range order {
+				if kind == "hosts" {
+					b.recreateHosts()
+				} else {
+					b.recreateMachines()
+				}
+			}
+			b.setPaused(false)
+
+			Eventually(func(g Gomega) {
+				g.Expect(b.placement()).To(Equal(placement), b.dump)
+				rms := &infrav1.RedfishMachineList{}
+				g.Expect(env.List(ctx, rms, client.InNamespace(b.ns))).To(Succeed())
+				for _, rm := range rms.Items {
+					g.Expect(conditions.IsTrue(&rm, infrav1.ReadyCondition)).To(BeTrue(), "RedfishMachine %s not Ready\n%s", rm.Name, b.dump())
+				}
+				for _, h := range b.hosts() {
+					if used[h.Name] {
+						g.Expect(h.Status.State).To(Equal(infrav1.HostStateProvisioned), "host %s", h.Name)
+						g.Expect(h.Status.Claim).NotTo(BeNil())
+						g.Expect(h.Status.Claim.Provisioned).To(BeTrue())
+					} else {
+						g.Expect(h.Status.State).To(Equal(infrav1.HostStateAvailable), "spare host %s", h.Name)
+						g.Expect(h.Status.Claim).To(BeNil(), "spare host %s", h.Name)
+					}
+				}
+			}).Should(Succeed())
+			b.waitRunning("workers", 1)
+			for _, s := range b.fleet.Servers {
+				Expect(s.Stats().Boots).To(Equal(boots[s.ID()]), "server %s booted again", s.ID())
+				if used[s.ID()] {
+					Expect(string(s.PowerState())).To(Equal("On"), "server %s", s.ID())
+				}
+			}
+		}
+
+		By("scaling up after the move: the new machine takes the spare host, not a running one")
+		md := &clusterv1.MachineDeployment{}
+		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: "workers"}, md)).To(Succeed())
+		patch := client.MergeFrom(md.DeepCopy())
+		md.Spec.Replicas = ptr.To[int32](2)
+		Expect(env.Patch(ctx, md, patch)).To(Succeed())
+		b.waitRunning("workers", 2)
+		after := b.placement()
+		maps.DeleteFunc(after, func(rm, _ string) bool { _, old := placement[rm]; return old })
+		Expect(after).To(HaveLen(1))
+		for _, h := range after {
+			Expect(used).NotTo(HaveKey(h), "the new machine took a host already in use")
+		}
+	})
+})
+
+// placement maps each RedfishMachine to the host it reports.
+func (b *bed) placement() map[string]string {
+	GinkgoHelper()
+	rms := &infrav1.RedfishMachineList{}
+	Expect(env.List(ctx, rms, client.InNamespace(b.ns))).To(Succeed())
+	out := map[string]string{}
+	for _, rm := range rms.Items {
+		out[rm.Name] = rm.Status.HostRef
+	}
+	return out
+}
+
+func (b *bed) setPaused(paused bool) {
+	GinkgoHelper()
+	c := &clusterv1.Cluster{}
+	Expect(env.Get(ctx, client.ObjectKeyFromObject(b.cluster), c)).To(Succeed())
+	patch := client.MergeFrom(c.DeepCopy())
+	c.Spec.Paused = ptr.To(paused)
+	Expect(env.Patch(ctx, c, patch)).To(Succeed())
+	if !paused {
+		return
+	}
+	// clusterctl moves once the controllers have seen the pause.
+	Eventually(func(g Gomega) {
+		rms := &infrav1.RedfishMachineList{}
+		g.Expect(env.List(ctx, rms, client.InNamespace(b.ns))).To(Succeed())
+		for _, rm := range rms.Items {
+			g.Expect(conditions.IsTrue(&rm, clusterv1.PausedCondition)).To(BeTrue(), "RedfishMachine %s not paused", rm.Name)
+		}
+	}).Should(Succeed())
+}
+
+// recreate deletes o (finalizers dropped, as clusterctl move does on the source) and creates a
+// copy with the same metadata and spec but no status and a new UID.
+func recreate(o client.Object, fresh client.Object) {
+	GinkgoHelper()
+	Expect(env.Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+	patch := client.MergeFrom(o.DeepCopyObject().(client.Object))
+	o.SetFinalizers(nil)
+	Expect(env.Patch(ctx, o, patch)).To(Succeed())
+	Expect(client.IgnoreNotFound(env.Delete(ctx, o))).To(Succeed())
+	Eventually(func() bool { return apierrors.IsNotFound(env.Get(ctx, client.ObjectKeyFromObject(o), o)) }).Should(BeTrue())
+	fresh.SetNamespace(o.GetNamespace())
+	fresh.SetName(o.GetName())
+	fresh.SetLabels(o.GetLabels())
+	fresh.SetAnnotations(o.GetAnnotations())
+	fresh.SetOwnerReferences(o.GetOwnerReferences())
+	Expect(env.Create(ctx, fresh)).To(Succeed())
+}
+
+func (b *bed) recreateHosts() {
+	GinkgoHelper()
+	for _, h := range b.hosts() {
+		recreate(&h, &infrav1.RedfishHost{Spec: h.Spec})
+	}
+}
+
+func (b *bed) recreateMachines() {
+	GinkgoHelper()
+	rms := &infrav1.RedfishMachineList{}
+	Expect(env.List(ctx, rms, client.InNamespace(b.ns))).To(Succeed())
+	for _, rm := range rms.Items {
+		recreate(&rm, &infrav1.RedfishMachine{Spec: rm.Spec})
+	}
+}
