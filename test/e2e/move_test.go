@@ -71,7 +71,7 @@ var _ = Describe("clusterctl move", Label("move"), func() {
 			for _, s := range b.fleet.Servers {
 				Expect(s.Stats().Boots).To(Equal(boots[s.ID()]), "server %s booted again", s.ID())
 				if used[s.ID()] {
-					Expect(string(s.PowerState())).To(Equal("On"), "server %s", s.ID())
+					Expect(s.PowerState()).To(Equal("On"), "server %s", s.ID())
 				}
 			}
 		}
