@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -124,7 +123,6 @@ func Run(ctx context.Context, o Options) (retErr error) {
 	}
 	defer func() { _ = logFile.Close() }()
 	logger := zap.New(zap.WriteTo(logFile), zap.UseDevMode(false))
-	klog.SetLogger(logger) // client-go's own warnings go to the log too, not over the progress
 
 	w.Printf("starting kube-apiserver + etcd, the CAPI core controllers and webhooks, and CAPRF")
 	seedListener, err := net.Listen("tcp", "127.0.0.1:0")

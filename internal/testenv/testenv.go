@@ -29,6 +29,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
@@ -115,6 +116,9 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 		logger = *opts.Logger
 	}
 	log.SetLogger(logger)
+	// client-go's own messages (e.g. informer metrics notes when CAPI's controllers and the
+	// provider watch one kind in this single manager) go to the same logger, not to stderr.
+	klog.SetLogger(logger)
 	if opts.Concurrency == 0 {
 		opts.Concurrency = 10
 	}
