@@ -36,6 +36,7 @@ const controllerName = "caprf-manager"
 type flags struct {
 	metricsAddr, probeAddr  string
 	leaderElect             bool
+	leaderElectionNamespace string
 	watchNamespace          string
 	watchFilter             string
 	concurrency             int
@@ -57,6 +58,7 @@ func main() {
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8443", "Address the Prometheus metrics endpoint binds to (served over HTTPS with authn/authz); 0 disables it.")
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":9440", "Address the health probes bind to.")
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "Elect a leader so only one replica reconciles.")
+	fs.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election lease (default: the pod's namespace; required when running outside a cluster).")
 	fs.StringVar(&f.watchNamespace, "namespace", "", "Only watch this namespace (default: all).")
 	fs.StringVar(&f.watchFilter, "watch-filter", "", "Only reconcile objects labelled cluster.x-k8s.io/watch-filter=<value>.")
 	fs.IntVar(&f.concurrency, "concurrency", 50, "Concurrent reconciles per controller.")
@@ -102,6 +104,7 @@ func run(ctx context.Context, f flags) error {
 		Scheme:                        scheme,
 		LeaderElection:                f.leaderElect,
 		LeaderElectionID:              "controller-leader-election-caprf",
+		LeaderElectionNamespace:       f.leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		HealthProbeBindAddress:        f.probeAddr,
 		Metrics: metricsserver.Options{

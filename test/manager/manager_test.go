@@ -1,0 +1,366 @@
+// Package manager runs the real manager binary the way the release deploys it: the Deployment's
+// arguments from the rendered infrastructure-components.yaml, and the release's RBAC applied to a
+// real API server, the manager acting as its ServiceAccount. If the RBAC misses a permission, a
+// flag is wrong, or the probes, metrics or seed server do not come up, a Machine does not run here.
+package manager
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
+	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/caprf/cluster-api-provider-redfish/internal/release"
+	"github.com/caprf/cluster-api-provider-redfish/internal/sample"
+	"github.com/caprf/cluster-api-provider-redfish/internal/simos"
+	"github.com/caprf/cluster-api-provider-redfish/internal/testenv"
+	"github.com/caprf/cluster-api-provider-redfish/internal/webhooks"
+	"github.com/caprf/cluster-api-provider-redfish/simulator"
+
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+const (
+	ns          = "caprf-system"
+	sa          = "system:serviceaccount:caprf-system:caprf-manager"
+	bmcPassword = "Rack-Secret-7f3a9c" // must never reach the manager's log
+)
+
+func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs envtest; skipped with -short")
+	}
+	g := NewWithT(t)
+	ctx := t.Context()
+	dir := t.TempDir()
+
+	// The binary, built as the image builds it.
+	bin := filepath.Join(dir, "manager")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "../..")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	// CAPI's controllers and webhooks, and our webhooks (their configuration points at the test
+	// process); the provider's controllers run only in the binary.
+	env, err := testenv.Start(ctx, testenv.Options{
+		SetupProvider: func(_ context.Context, mgr ctrl.Manager, _ clustercache.ClusterCache) error {
+			return webhooks.Setup(mgr, mgr.GetAPIReader())
+		},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = env.Stop() })
+
+	seedAddr, metricsAddr, probeAddr, webhookPort := freeAddr(t), freeAddr(t), freeAddr(t), freePort(t)
+	objs := renderComponents(t, map[string]string{"CAPRF_SEED_URL": "http://" + seedAddr, "CAPRF_LOGLEVEL": "4"})
+
+	// The release's RBAC, applied for real.
+	var args []string
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			g.Expect(env.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("release"), client.ForceOwnership)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
+		case "Deployment":
+			d := &appsv1.Deployment{}
+			g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, d)).To(Succeed())
+			args = d.Spec.Template.Spec.Containers[0].Args
+		}
+	}
+	g.Expect(args).NotTo(BeEmpty())
+
+	// The Deployment's arguments; only addresses a pod would own are moved to free loopback ports.
+	certDir := webhookCert(t, dir)
+	for i, a := range args {
+		switch {
+		case strings.HasPrefix(a, "--seed-bind-address="):
+			args[i] = "--seed-bind-address=" + seedAddr
+		case strings.HasPrefix(a, "--metrics-bind-address="):
+			args[i] = "--metrics-bind-address=" + metricsAddr
+		}
+	}
+	args = append(args, "--health-probe-bind-address="+probeAddr, fmt.Sprintf("--webhook-port=%d", webhookPort),
+		"--webhook-cert-dir="+certDir, "--leader-election-namespace="+ns)
+
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	writeImpersonatingKubeconfig(t, env, kubeconfig)
+	logs := &syncBuffer{}
+	cmd := exec.Command(bin, args...) //nolint:gosec,noctx // stopped with SIGTERM below, as the kubelet stops a pod.
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	g.Expect(cmd.Start()).To(Succeed())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("the manager did not shut down cleanly on SIGTERM: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Error("the manager did not stop within 30s of SIGTERM")
+		}
+		if t.Failed() {
+			t.Logf("manager log:\n%s", logs)
+		}
+	})
+
+	t.Log("the manager becomes ready (webhook server up) and healthy")
+	for _, path := range []string{"/healthz", "/readyz"} {
+		g.Eventually(func() (int, error) { return httpStatus("http://" + probeAddr + path) }, time.Minute, 200*time.Millisecond).
+			Should(Equal(http.StatusOK), "%s\n%s", path, logs)
+	}
+
+	t.Log("a control-plane Machine runs on a simulated server, reconciled by the binary as its ServiceAccount")
+	fleet, err := simulator.StartFleet(simulator.FleetOptions{Servers: 1, NamePrefix: "mgr", Password: bmcPassword, PowerLatency: 50 * time.Millisecond})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(fleet.Close)
+	kubelet, err := testenv.NewWatchClient(env.Config)
+	g.Expect(err).NotTo(HaveOccurred())
+	simOS := simos.New(kubelet, "http://"+seedAddr)
+	simOS.Attach(fleet)
+
+	g.Expect(env.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "rack"}})).To(Succeed())
+	creds, host := sample.Host("rack", fleet.Servers[0])
+	rc, cluster := sample.Cluster("rack", "rack", "10.0.0.10")
+	data, rm, machine := sample.ControlPlane("rack", "rack", "rack-cp")
+	for _, o := range []client.Object{creds, host, rc, cluster} {
+		g.Expect(env.Create(ctx, o)).To(Succeed())
+	}
+	g.Expect(env.CreateKubeconfigSecret(ctx, cluster)).To(Succeed())
+	for _, o := range []client.Object{data, rm, machine} {
+		g.Expect(env.Create(ctx, o)).To(Succeed())
+	}
+	g.Eventually(func(g Gomega) {
+		if line := forbidden(logs.String()); line != "" {
+			StopTrying("the release's RBAC refused the manager: " + line).Now()
+		}
+		g.Expect(env.Get(ctx, client.ObjectKeyFromObject(machine), machine)).To(Succeed())
+		g.Expect(machine.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)))
+		g.Expect(machine.Status.NodeRef.IsDefined()).To(BeTrue())
+	}, 3*time.Minute, 500*time.Millisecond).Should(Succeed(), func() string { return "manager log:\n" + logs.String() })
+	g.Expect(simOS.Errors()).To(BeEmpty())
+
+	t.Log("Prometheus, bound to caprf-metrics-reader, scrapes the metrics endpoint; the manager checks its token")
+	token := metricsReaderToken(t, env)
+	g.Eventually(func(g Gomega) {
+		body, code, err := scrape("https://"+metricsAddr+"/metrics", token)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(code).To(Equal(http.StatusOK), body)
+		g.Expect(body).To(ContainSubstring(`caprf_host_state{host="mgr-0",namespace="rack",state="Provisioned"} 1`))
+	}, time.Minute, 500*time.Millisecond).Should(Succeed())
+	_, code, err := scrape("https://"+metricsAddr+"/metrics", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(code).To(Equal(http.StatusUnauthorized), "metrics must not be served without a token")
+
+	t.Log("deleting the Machine releases and cleans the host")
+	g.Expect(env.Delete(ctx, machine)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Get(ctx, client.ObjectKeyFromObject(host), host)).To(Succeed())
+		g.Expect(string(host.Status.State)).To(Equal("Available"))
+		g.Expect(host.Status.Claim).To(BeNil())
+	}, 3*time.Minute, 500*time.Millisecond).Should(Succeed(), func() string { return "manager log:\n" + logs.String() })
+
+	out := logs.String()
+	g.Expect(forbidden(out)).To(BeEmpty(), "the release's RBAC refused the manager something")
+	g.Expect(out).NotTo(ContainSubstring(bmcPassword), "a BMC password reached the log")
+	g.Expect(out).NotTo(ContainSubstring("#cloud-config for"), "bootstrap data reached the log")
+
+	lease := &coordinationv1.Lease{}
+	g.Expect(env.Get(ctx, client.ObjectKey{Namespace: ns, Name: "controller-leader-election-caprf"}, lease)).To(Succeed())
+	g.Expect(lease.Spec.HolderIdentity).NotTo(BeNil(), "the manager ran without holding its leader election lease")
+}
+
+// forbidden returns the first log line in which the API server refused the manager, or "".
+func forbidden(log string) string {
+	for line := range strings.Lines(log) {
+		if strings.Contains(line, "is forbidden") {
+			return line
+		}
+	}
+	return ""
+}
+
+// renderComponents substitutes variables into infrastructure-components.yaml the way clusterctl
+// does and returns its objects.
+func renderComponents(t *testing.T, vars map[string]string) []unstructured.Unstructured {
+	t.Helper()
+	raw, err := release.Components("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := yamlprocessor.NewSimpleProcessor().Process(raw, func(name string) (string, error) {
+		if v, ok := vars[name]; ok {
+			return v, nil
+		}
+		return "", fmt.Errorf("variable %s not set", name)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := utilyaml.ToUnstructured(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// writeImpersonatingKubeconfig writes a kubeconfig that acts as the manager's ServiceAccount.
+func writeImpersonatingKubeconfig(t *testing.T, env *testenv.Environment, path string) {
+	t.Helper()
+	c := clientcmdapi.NewConfig()
+	c.Clusters["envtest"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
+	c.AuthInfos["manager"] = &clientcmdapi.AuthInfo{ClientCertificateData: env.Config.CertData, ClientKeyData: env.Config.KeyData, Impersonate: sa}
+	c.Contexts["manager"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "manager"}
+	c.CurrentContext = "manager"
+	if err := clientcmd.WriteToFile(*c, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// metricsReaderToken returns a token of a ServiceAccount bound to the release's metrics reader role.
+func metricsReaderToken(t *testing.T, env *testenv.Environment) string {
+	t.Helper()
+	ctx := t.Context()
+	g := NewWithT(t)
+	g.Expect(env.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prometheus"}})).To(Succeed())
+	g.Expect(env.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-caprf-metrics"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "caprf-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "prometheus"}},
+	})).To(Succeed())
+	cs, err := kubernetes.NewForConfig(env.Config)
+	g.Expect(err).NotTo(HaveOccurred())
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "prometheus", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	return tr.Status.Token
+}
+
+func scrape(url, token string) (string, int, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return "", 0, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the manager's self-signed metrics certificate.
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", 0, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), resp.StatusCode, err
+}
+
+func httpStatus(url string) (int, error) {
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(url) //nolint:noctx // a probe
+	if err != nil {
+		return 0, err
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// webhookCert writes a self-signed serving certificate where cert-manager would mount one.
+func webhookCert(t *testing.T, dir string) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "caprf-webhook-service.caprf-system.svc"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		DNSNames: []string{"caprf-webhook-service.caprf-system.svc"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certDir := filepath.Join(dir, "certs")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, block := range map[string]*pem.Block{"tls.crt": {Type: "CERTIFICATE", Bytes: der}, "tls.key": {Type: "EC PRIVATE KEY", Bytes: keyDER}} {
+		if err := os.WriteFile(filepath.Join(certDir, name), pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return certDir
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	return fmt.Sprintf("127.0.0.1:%d", freePort(t))
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
