@@ -18,7 +18,8 @@ const ProviderName = "redfish"
 
 // Components runs `kustomize build <root>/config/default` and returns the YAML stream.
 func Components(root string) ([]byte, error) {
-	return build(filepath.Join(root, "config", "default"))
+	// Namespaces and CRDs first, webhooks last, as `kubectl apply -f` needs them.
+	return build(filepath.Join(root, "config", "default"), krusty.ReorderOptionLegacy)
 }
 
 // Templates builds every flavor folder under <root>/templates/flavors: "base" becomes
@@ -38,7 +39,7 @@ func Templates(root string) (map[string][]byte, error) {
 		if filepath.Base(dir) == "base" {
 			name = "cluster-template.yaml"
 		}
-		data, err := build(dir)
+		data, err := build(dir, krusty.ReorderOptionNone) // as written: the Cluster first
 		if err != nil {
 			return nil, err
 		}
@@ -63,10 +64,9 @@ func WriteTemplates(root string) error {
 	return nil
 }
 
-func build(dir string) ([]byte, error) {
+func build(dir string, order krusty.ReorderOption) ([]byte, error) {
 	opts := krusty.MakeDefaultOptions()
-	// Namespaces and CRDs first, webhooks last, as `kubectl apply -f` needs them.
-	opts.Reorder = krusty.ReorderOptionLegacy
+	opts.Reorder = order
 	k := krusty.MakeKustomizer(opts)
 	m, err := k.Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
