@@ -86,8 +86,12 @@ type RedfishRemediationTemplateSpec struct {
 	Template RedfishRemediationTemplateResource `json:"template,omitzero"`
 }
 
+// Nothing owns a RedfishRemediationTemplate, so its CRD carries clusterctl's move label:
+// `clusterctl move` takes every one along.
+
 // +kubebuilder:object:root=true
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io/move="
 // +kubebuilder:resource:path=redfishremediationtemplates,scope=Namespaced,categories=cluster-api,shortName=rfrt
 
 // RedfishRemediationTemplate is referenced by a MachineHealthCheck's spec.remediation.templateRef.

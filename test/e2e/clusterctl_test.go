@@ -57,8 +57,12 @@ var _ = Describe("clusterctl release", Label("clusterctl"), func() {
 				crds++
 				Expect(o.GetLabels()).To(HaveKeyWithValue("cluster.x-k8s.io/v1beta2", "v1alpha1"), o.GetName())
 			}
-			if o.GetName() == "redfishhosts.infrastructure.cluster.x-k8s.io" {
+			switch o.GetName() {
+			case "redfishhosts.infrastructure.cluster.x-k8s.io":
 				Expect(o.GetLabels()).To(HaveKey(clusterctlv1.ClusterctlMoveHierarchyLabel), "hosts must move with clusterctl move")
+			case "redfishremediationtemplates.infrastructure.cluster.x-k8s.io":
+				// Referenced by MachineHealthChecks but owned by nothing.
+				Expect(o.GetLabels()).To(HaveKey(clusterctlv1.ClusterctlMoveLabel), "remediation templates must move with clusterctl move")
 			}
 		}
 		Expect(crds).To(Equal(7))
