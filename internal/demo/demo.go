@@ -94,8 +94,9 @@ func Run(ctx context.Context, o Options) (retErr error) {
 	if o.Workers == 0 {
 		o.Workers = 2
 	}
-	if o.Servers < int(o.Workers)+1 {
-		return fmt.Errorf("%d servers cannot hold a control plane and %d workers", o.Servers, o.Workers)
+	if o.Servers < int(o.Workers)+2 {
+		// The rolling update surges one worker onto a spare server before it removes an old one.
+		return fmt.Errorf("--servers %d is too few: a control plane, %d workers and one spare for the rolling update need %d", o.Servers, o.Workers, o.Workers+2)
 	}
 	if o.PowerLatency == 0 {
 		o.PowerLatency = 300 * time.Millisecond

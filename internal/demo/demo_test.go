@@ -105,6 +105,13 @@ func TestInterruptStopsEverythingMidScenario(t *testing.T) {
 	apiServerGone(t, dir)
 }
 
+func TestFleetTooSmallForTheRollingUpdateIsRefusedBeforeAnythingStarts(t *testing.T) {
+	err := Run(t.Context(), Options{Servers: 3, Workers: 2, Out: &syncBuffer{}})
+	if err == nil || !strings.Contains(err.Error(), "--servers 3 is too few") {
+		t.Fatalf("got %v", err)
+	}
+}
+
 func TestUnknownScenarioIsRefusedBeforeAnythingStarts(t *testing.T) {
 	err := Run(t.Context(), Options{Scenario: "nope", Out: &syncBuffer{}})
 	if err == nil || !strings.Contains(err.Error(), `unknown scenario "nope"; known: lifecycle`) {
