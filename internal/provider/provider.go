@@ -22,7 +22,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, listen func() (net.Listener, e
 		return err
 	}
 	srv := &seed.Server{Reader: mgr.GetAPIReader(), BaseURL: o.SeedBaseURL}
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
 		l, err := listen()
 		if err != nil {
 			return err
@@ -33,3 +33,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, listen func() (net.Listener, e
 	}
 	return controllers.Setup(ctx, mgr, o)
 }
+
+// everyReplica is a runnable that runs on every replica, not only the leader: the seed Service
+// sends booting hosts to any ready pod, and the seed server only reads from the API server.
+type everyReplica manager.RunnableFunc
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+
+// NeedLeaderElection tells the manager to start it without waiting for leadership.
+func (everyReplica) NeedLeaderElection() bool { return false }

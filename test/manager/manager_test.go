@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -119,28 +120,7 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	writeImpersonatingKubeconfig(t, env, kubeconfig)
-	logs := &syncBuffer{}
-	cmd := exec.Command(bin, args...) //nolint:gosec,noctx // stopped with SIGTERM below, as the kubelet stops a pod.
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	g.Expect(cmd.Start()).To(Succeed())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("the manager did not shut down cleanly on SIGTERM: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Error("the manager did not stop within 30s of SIGTERM")
-		}
-		if t.Failed() {
-			t.Logf("manager log:\n%s", logs)
-		}
-	})
+	logs := startManager(t, bin, args, kubeconfig)
 
 	t.Log("the manager becomes ready (webhook server up) and healthy")
 	for _, path := range []string{"/healthz", "/readyz"} {
@@ -190,6 +170,27 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(code).To(Equal(http.StatusUnauthorized), "metrics must not be served without a token")
 
+	t.Log("a second replica, not the leader, serves the seed too: the seed Service may route a booting host to it")
+	seed2 := freeAddr(t)
+	args2 := slices.Clone(args)
+	for i, a := range args2 {
+		switch {
+		case strings.HasPrefix(a, "--seed-bind-address="):
+			args2[i] = "--seed-bind-address=" + seed2
+		case strings.HasPrefix(a, "--metrics-bind-address="):
+			args2[i] = "--metrics-bind-address=" + freeAddr(t)
+		case strings.HasPrefix(a, "--health-probe-bind-address="):
+			args2[i] = "--health-probe-bind-address=" + freeAddr(t)
+		case strings.HasPrefix(a, "--webhook-port="):
+			args2[i] = fmt.Sprintf("--webhook-port=%d", freePort(t))
+		}
+	}
+	logs2 := startManager(t, bin, args2, kubeconfig)
+	g.Eventually(func() (int, error) { return httpStatus("http://" + seed2 + "/v1/rack/rack-cp/not-a-token/meta-data") }, time.Minute, 200*time.Millisecond).
+		Should(Equal(http.StatusNotFound), "the standby replica does not serve the seed\n%s", logs2)
+	g.Expect(logs.String()).To(ContainSubstring("Successfully acquired lease"))
+	g.Expect(logs2.String()).NotTo(ContainSubstring("Successfully acquired lease"), "the standby took the lease")
+
 	t.Log("deleting the Machine releases and cleans the host")
 	g.Expect(env.Delete(ctx, machine)).To(Succeed())
 	g.Eventually(func(g Gomega) {
@@ -206,6 +207,37 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 	lease := &coordinationv1.Lease{}
 	g.Expect(env.Get(ctx, client.ObjectKey{Namespace: ns, Name: "controller-leader-election-caprf"}, lease)).To(Succeed())
 	g.Expect(lease.Spec.HolderIdentity).NotTo(BeNil(), "the manager ran without holding its leader election lease")
+}
+
+// startManager runs the manager binary with args as the manager's ServiceAccount and stops it with
+// SIGTERM when the test ends, as the kubelet stops a pod; it must exit cleanly.
+func startManager(t *testing.T, bin string, args []string, kubeconfig string) *syncBuffer {
+	t.Helper()
+	logs := &syncBuffer{}
+	cmd := exec.Command(bin, args...) //nolint:gosec,noctx // stopped with SIGTERM below.
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("the manager did not shut down cleanly on SIGTERM: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Error("the manager did not stop within 30s of SIGTERM")
+		}
+		if t.Failed() {
+			t.Logf("manager log:\n%s", logs)
+		}
+	})
+	return logs
 }
 
 // forbidden returns the first log line in which the API server refused the manager, or "".
