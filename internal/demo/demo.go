@@ -81,28 +81,9 @@ type World struct {
 
 // Run starts the embedded world, plays the scenario and stops everything it started.
 func Run(ctx context.Context, o Options) (retErr error) {
-	if o.Scenario == "" {
-		o.Scenario = "lifecycle"
-	}
-	sc, ok := Scenarios[o.Scenario]
-	if !ok {
-		return fmt.Errorf("unknown scenario %q; known: %s", o.Scenario, strings.Join(ScenarioNames(), ", "))
-	}
-	if o.Servers == 0 {
-		o.Servers = 4
-	}
-	if o.Workers == 0 {
-		o.Workers = 2
-	}
-	if o.Servers < int(o.Workers)+2 {
-		// The rolling update surges one worker onto a spare server before it removes an old one.
-		return fmt.Errorf("--servers %d is too few: a control plane, %d workers and one spare for the rolling update need %d", o.Servers, o.Workers, o.Workers+2)
-	}
-	if o.PowerLatency == 0 {
-		o.PowerLatency = 300 * time.Millisecond
-	}
-	if o.Out == nil {
-		o.Out = os.Stdout
+	o, sc, err := o.withDefaults()
+	if err != nil {
+		return err
 	}
 	if o.Dir == "" {
 		dir, err := os.MkdirTemp("", "caprf-dev-")
@@ -197,6 +178,34 @@ func Run(ctx context.Context, o Options) (retErr error) {
 		<-ctx.Done()
 	}
 	return nil
+}
+
+// withDefaults fills in defaults and refuses what cannot work, before anything starts.
+func (o Options) withDefaults() (Options, Scenario, error) {
+	if o.Scenario == "" {
+		o.Scenario = "lifecycle"
+	}
+	sc, ok := Scenarios[o.Scenario]
+	if !ok {
+		return o, sc, fmt.Errorf("unknown scenario %q; known: %s", o.Scenario, strings.Join(ScenarioNames(), ", "))
+	}
+	if o.Servers == 0 {
+		o.Servers = 4
+	}
+	if o.Workers == 0 {
+		o.Workers = 2
+	}
+	if o.Servers < int(o.Workers)+2 {
+		// The rolling update surges one worker onto a spare server before it removes an old one.
+		return o, sc, fmt.Errorf("--servers %d is too few: a control plane, %d workers and one spare for the rolling update need %d", o.Servers, o.Workers, o.Workers+2)
+	}
+	if o.PowerLatency == 0 {
+		o.PowerLatency = 300 * time.Millisecond
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	return o, sc, nil
 }
 
 // ScenarioNames lists the scenarios, sorted.
