@@ -142,7 +142,7 @@ func Run(ctx context.Context, o Options) (retErr error) {
 	}()
 
 	kubeconfig := filepath.Join(o.Dir, "kubeconfig")
-	if err := env.WriteKubeconfig(kubeconfig, Namespace); err != nil {
+	if err := env.WriteKubeconfig(kubeconfig, testenv.KubeconfigOptions{Namespace: Namespace}); err != nil {
 		return err
 	}
 	w.Printf("control plane up: export KUBECONFIG=%s   (controllers' log: %s)", kubeconfig, logFile.Name())

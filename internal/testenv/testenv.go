@@ -406,13 +406,22 @@ func NewWatchClient(cfg *rest.Config) (client.WithWatch, error) {
 	return client.NewWithWatch(cfg, client.Options{Scheme: Scheme()})
 }
 
-// WriteKubeconfig writes an admin kubeconfig for this API server to path (mode 0600), with
-// namespace as the context's default, for kubectl and friends.
-func (e *Environment) WriteKubeconfig(path, namespace string) error {
+// KubeconfigOptions shape the kubeconfig WriteKubeconfig writes.
+type KubeconfigOptions struct {
+	// Namespace is the context's default namespace.
+	Namespace string
+	// Impersonate makes the admin user act as this user, e.g. a ServiceAccount
+	// ("system:serviceaccount:<ns>:<name>"), so its RBAC applies.
+	Impersonate string
+}
+
+// WriteKubeconfig writes a kubeconfig for this API server to path (mode 0600), for kubectl and
+// for processes started outside the test.
+func (e *Environment) WriteKubeconfig(path string, o KubeconfigOptions) error {
 	c := clientcmdapi.NewConfig()
 	c.Clusters["caprf-dev"] = &clientcmdapi.Cluster{Server: e.Config.Host, CertificateAuthorityData: e.Config.CAData}
-	c.AuthInfos["caprf-dev-admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: e.Config.CertData, ClientKeyData: e.Config.KeyData}
-	c.Contexts["caprf-dev"] = &clientcmdapi.Context{Cluster: "caprf-dev", AuthInfo: "caprf-dev-admin", Namespace: namespace}
+	c.AuthInfos["caprf-dev-admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: e.Config.CertData, ClientKeyData: e.Config.KeyData, Impersonate: o.Impersonate}
+	c.Contexts["caprf-dev"] = &clientcmdapi.Context{Cluster: "caprf-dev", AuthInfo: "caprf-dev-admin", Namespace: o.Namespace}
 	c.CurrentContext = "caprf-dev"
 	return clientcmd.WriteToFile(*c, path)
 }

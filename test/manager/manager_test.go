@@ -39,8 +39,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
@@ -119,7 +117,7 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 		"--webhook-cert-dir="+certDir, "--leader-election-namespace="+ns)
 
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	writeImpersonatingKubeconfig(t, env, kubeconfig)
+	g.Expect(env.WriteKubeconfig(kubeconfig, testenv.KubeconfigOptions{Impersonate: sa})).To(Succeed())
 	logs := startManager(t, bin, args, kubeconfig)
 
 	t.Log("the manager becomes ready (webhook server up) and healthy")
@@ -272,19 +270,6 @@ func renderComponents(t *testing.T, vars map[string]string) []unstructured.Unstr
 		t.Fatal(err)
 	}
 	return objs
-}
-
-// writeImpersonatingKubeconfig writes a kubeconfig that acts as the manager's ServiceAccount.
-func writeImpersonatingKubeconfig(t *testing.T, env *testenv.Environment, path string) {
-	t.Helper()
-	c := clientcmdapi.NewConfig()
-	c.Clusters["envtest"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
-	c.AuthInfos["manager"] = &clientcmdapi.AuthInfo{ClientCertificateData: env.Config.CertData, ClientKeyData: env.Config.KeyData, Impersonate: sa}
-	c.Contexts["manager"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "manager"}
-	c.CurrentContext = "manager"
-	if err := clientcmd.WriteToFile(*c, path); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // metricsReaderToken returns a token of a ServiceAccount bound to the release's metrics reader role.
