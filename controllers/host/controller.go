@@ -69,8 +69,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 
 // scope is everything one reconcile of a host works with.
 type scope struct {
-	host *infrav1.RedfishHost
-	bmc  bmc.Client // nil until connect succeeded
+	host  *infrav1.RedfishHost
+	bmc   bmc.Client     // nil until connect succeeded
+	power bmc.PowerState // read by connect, this reconcile
 }
 
 // Reconcile moves one host through its state machine.
@@ -157,9 +158,11 @@ func (r *Reconciler) connect(ctx context.Context, s *scope) error {
 		}
 		t.CABundle = ca.Data["ca.crt"]
 	}
+	// The power state read is the reachability check, and the only one a handler needs this round.
 	c, err := r.Pool.Get(ctx, t)
+	var ps bmc.PowerState
 	if err == nil {
-		err = c.Check(ctx)
+		ps, err = c.PowerState(ctx)
 	}
 	if err != nil {
 		reason := infrav1.BMCUnreachableReason
@@ -169,7 +172,8 @@ func (r *Reconciler) connect(ctx context.Context, s *scope) error {
 		return fail(reason, err)
 	}
 	conditions.Set(h, metav1.Condition{Type: infrav1.BMCReachableCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason})
-	s.bmc = c
+	s.bmc, s.power = c, ps
+	h.Status.PowerState = string(ps)
 	return nil
 }
 

@@ -174,15 +174,11 @@ func (r *Reconciler) dropStaleReservation(ctx context.Context, h *infrav1.Redfis
 	}
 }
 
-// keepPower reads the power state into status and, when want is set, moves it there. Power-off
-// is graceful unless a Hard reboot request asks otherwise.
+// keepPower moves the power state read by connect to want, when set. Power-off is graceful unless
+// a Hard reboot request asks otherwise.
 func (r *Reconciler) keepPower(ctx context.Context, s *scope, want *bool) error {
 	h := s.host
-	ps, err := s.bmc.PowerState(ctx)
-	if err != nil {
-		return err
-	}
-	h.Status.PowerState = string(ps)
+	ps := s.power
 	if want == nil {
 		return nil
 	}
@@ -241,12 +237,7 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 		return ctrl.Result{RequeueAfter: resync}, r.keepPower(ctx, s, nil) // the consumer marks the claim provisioned
 	}
 
-	ps, err := s.bmc.PowerState(ctx)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	h.Status.PowerState = string(ps)
-	if ps != bmc.PowerOff {
+	if ps := s.power; ps != bmc.PowerOff {
 		return ctrl.Result{RequeueAfter: r.PollInterval}, ignoreConflict(r.reset(ctx, s, bmc.ResetForceOff))
 	}
 
@@ -258,6 +249,7 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 		return ctrl.Result{}, err
 	}
 	image := seed.ImageURL(r.SeedBaseURL, h.Namespace, c.Consumer.Name, string(sec.Data[seed.KeyToken]))
+	var err error
 	switch c.BootMethod {
 	case infrav1.BootMethodPXE:
 		err = s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootPxe})
@@ -305,12 +297,7 @@ func (r *Reconciler) deprovision(ctx context.Context, s *scope) (ctrl.Result, er
 	if res, ok := r.connectOrWait(ctx, s); !ok {
 		return res, nil
 	}
-	ps, err := s.bmc.PowerState(ctx)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	h.Status.PowerState = string(ps)
-	if ps != bmc.PowerOff {
+	if ps := s.power; ps != bmc.PowerOff {
 		return ctrl.Result{RequeueAfter: r.PollInterval}, ignoreConflict(r.reset(ctx, s, bmc.ResetForceOff))
 	}
 	if err := s.bmc.EjectMedia(ctx); err != nil {
