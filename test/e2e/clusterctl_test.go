@@ -98,7 +98,7 @@ IMAGE_CHECKSUM: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
 		skipped := []string{}
 		for _, o := range comps.Objs() {
 			err := env.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("clusterctl-test"), client.ForceOwnership, client.DryRunAll)
-			if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) && o.GroupVersionKind().Group == "cert-manager.io" {
+			if o.GroupVersionKind().Group == "cert-manager.io" && (meta.IsNoMatchError(err) || apierrors.IsNotFound(err)) {
 				skipped = append(skipped, o.GetKind())
 				continue
 			}
