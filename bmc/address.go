@@ -29,7 +29,7 @@ func ParseAddress(raw string) (Address, error) {
 		}
 		return Address{}, fmt.Errorf("BMC address is not a URL: %w", err)
 	}
-	raw = u.Redacted() // never echo a password someone put in the URL
+	raw = RedactAddress(u) // never echo credentials someone put in the URL
 	var scheme string
 	switch u.Scheme {
 	case "redfish", "redfish+https":
@@ -72,4 +72,14 @@ func portOrDefault(port, scheme string) string {
 		return "80"
 	}
 	return "443"
+}
+
+// RedactAddress returns u without the credentials it may carry (neither username nor password).
+func RedactAddress(u *url.URL) string {
+	if u.User == nil {
+		return u.String()
+	}
+	c := *u
+	c.User = url.User("REDACTED")
+	return c.String()
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the envtest control plane (kube-apiserver + etcd) from the Go module proxy and caches it
+# Builds the envtest control plane (kube-apiserver, etcd, kube-controller-manager) from the Go module proxy and caches it
 # outside the clone. Prints the assets folder (for KUBEBUILDER_ASSETS) on stdout.
 # Nothing is downloaded from GitHub or a container registry: both binaries are `go build`s of
 # tiny wrapper modules that import the upstream commands.
@@ -13,14 +13,17 @@ ASSETS="$CACHE_ROOT/envtest/k8s-$K8S_VERSION-etcd-$ETCD_VERSION"
 
 log() { echo "envtest-assets: $*" >&2; }
 
-build_apiserver() {
+# build_k8s_command NAME APP_PACKAGE CONSTRUCTOR builds one command of k8s.io/kubernetes (e.g.
+# kube-apiserver from k8s.io/kubernetes/cmd/kube-apiserver/app with NewAPIServerCommand).
+build_k8s_command() {
+  local name=$1 pkg=$2 ctor=$3
   local work; work=$(mktemp -d)
   trap 'rm -rf "$work"' RETURN
-  log "building kube-apiserver v$K8S_VERSION from the Go module proxy (about 8 minutes on a cold cache)"
+  log "building $name v$K8S_VERSION from the Go module proxy (minutes on a cold cache)"
   local gomod; gomod=$(cd "$work" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
   [ -f "$gomod" ] || { log "could not download k8s.io/kubernetes@v$K8S_VERSION"; return 1; }
   {
-    echo "module caprf.local/kube-apiserver"
+    echo "module caprf.local/$name"
     echo
     echo "go 1.26"
     echo
@@ -31,20 +34,20 @@ build_apiserver() {
     grep -oE '^\s*k8s\.io/[a-z0-9-]+ => \./staging' "$gomod" | awk '{print $1}' | sort -u |
       while read -r m; do echo "replace $m => $m $STAGING_VERSION"; done
   } > "$work/go.mod"
-  cat > "$work/main.go" <<'GO'
+  cat > "$work/main.go" <<GO
 package main
 
 import (
 	"os"
 
 	"k8s.io/component-base/cli"
-	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+	"$pkg"
 )
 
-func main() { os.Exit(cli.Run(app.NewAPIServerCommand())) }
+func main() { os.Exit(cli.Run(app.$ctor())) }
 GO
-  (cd "$work" && GOFLAGS=-mod=mod go mod tidy >&2 && CGO_ENABLED=0 go build -ldflags "-X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/component-base/version.gitMajor=${K8S_VERSION%%.*} -X k8s.io/component-base/version.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2)" -o "$ASSETS/kube-apiserver.tmp" . >&2)
-  mv "$ASSETS/kube-apiserver.tmp" "$ASSETS/kube-apiserver"
+  (cd "$work" && GOFLAGS=-mod=mod go mod tidy >&2 && CGO_ENABLED=0 go build -ldflags "-X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/component-base/version.gitMajor=${K8S_VERSION%%.*} -X k8s.io/component-base/version.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2)" -o "$ASSETS/$name.tmp" . >&2)
+  mv "$ASSETS/$name.tmp" "$ASSETS/$name"
 }
 
 build_etcd() {
@@ -75,5 +78,8 @@ GO
 
 mkdir -p "$ASSETS"
 [ -x "$ASSETS/etcd" ] || build_etcd
-[ -x "$ASSETS/kube-apiserver" ] || build_apiserver
+[ -x "$ASSETS/kube-apiserver" ] || build_k8s_command kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver/app NewAPIServerCommand
+# The test environment runs the controllers of a real cluster that matter here (garbage collection,
+# namespace deletion) next to the API server.
+[ -x "$ASSETS/kube-controller-manager" ] || build_k8s_command kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager/app NewControllerManagerCommand
 echo "$ASSETS"

@@ -25,7 +25,7 @@ func capiModuleDir() (string, error) {
 	return dir, nil
 }
 
-// assetsDir returns the folder with kube-apiserver and etcd. KUBEBUILDER_ASSETS wins; otherwise the
+// assetsDir returns the folder with kube-apiserver, etcd and kube-controller-manager. KUBEBUILDER_ASSETS wins; otherwise the
 // cache folder hack/envtest-assets.sh fills.
 func assetsDir() (string, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
@@ -41,7 +41,7 @@ func assetsDir() (string, error) {
 	}
 	matches, _ := filepath.Glob(filepath.Join(cache, "envtest", "*", "kube-apiserver"))
 	if len(matches) == 0 {
-		return "", fmt.Errorf("no envtest binaries: run 'make envtest' (builds kube-apiserver and etcd from the Go module proxy) or set KUBEBUILDER_ASSETS")
+		return "", fmt.Errorf("no envtest binaries: run 'make envtest' (builds kube-apiserver, etcd and kube-controller-manager from the Go module proxy) or set KUBEBUILDER_ASSETS")
 	}
 	return filepath.Dir(matches[len(matches)-1]), nil
 }

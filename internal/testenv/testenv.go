@@ -1,6 +1,6 @@
 // Package testenv runs a real Kubernetes control plane (envtest: kube-apiserver + etcd built from
-// the Go module proxy) with the real Cluster API core controllers and admission webhooks in
-// process. Every Cluster's workload kubeconfig points back at the same API server, so Nodes created
+// the Go module proxy, plus kube-controller-manager for garbage collection and namespace deletion)
+// with the real Cluster API core controllers and admission webhooks in process. Every Cluster's workload kubeconfig points back at the same API server, so Nodes created
 // here are the workload Nodes CAPI sees, cordons and drains. Test suites, test/e2e and the
 // embedded demo all start their control plane through this package.
 package testenv
@@ -88,6 +88,7 @@ type Environment struct {
 	ClusterCache clustercache.ClusterCache
 
 	env    *envtest.Environment
+	kcm    *controllerManager
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -177,6 +178,17 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	// Plenty of headroom: the CAPI controllers, the provider and the test all share this config.
 	cfg.QPS, cfg.Burst = 200, 400
 
+	// Garbage collection and namespace deletion, as in a real cluster.
+	kcm, err := startControllerManager(assets, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			retErr = errors.Join(retErr, kcm.Stop())
+		}
+	}()
+
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: "0"},
@@ -195,7 +207,7 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
-	e := &Environment{Client: mgr.GetClient(), Config: cfg, Manager: mgr, env: env, cancel: cancel, done: make(chan error, 1)}
+	e := &Environment{Client: mgr.GetClient(), Config: cfg, Manager: mgr, env: env, kcm: kcm, cancel: cancel, done: make(chan error, 1)}
 	defer func() {
 		if retErr != nil {
 			cancel()
@@ -380,7 +392,7 @@ func (e *Environment) Stop() error {
 		cc.Shutdown()
 	}
 	managerStopped := time.Since(start)
-	errs = append(errs, e.env.Stop())
+	errs = append(errs, e.kcm.Stop(), e.env.Stop())
 	log.Log.Info("test environment stopped", "manager", managerStopped.Round(time.Millisecond), "controlPlane", (time.Since(start) - managerStopped).Round(time.Millisecond))
 	return errors.Join(errs...)
 }

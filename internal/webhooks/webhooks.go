@@ -47,8 +47,17 @@ func (v *Host) ValidateCreate(ctx context.Context, h *infrav1.RedfishHost) (admi
 	return v.validate(ctx, h)
 }
 
-// ValidateUpdate checks like ValidateCreate.
-func (v *Host) ValidateUpdate(ctx context.Context, _, h *infrav1.RedfishHost) (admission.Warnings, error) {
+// ValidateUpdate checks like ValidateCreate, and refuses to re-point a claimed host at another
+// BMC: the claimed server runs a Machine, and a new address would hand that claim (and its power
+// control) to whatever server answers there.
+func (v *Host) ValidateUpdate(ctx context.Context, old, h *infrav1.RedfishHost) (admission.Warnings, error) {
+	if c := old.Status.Claim; c != nil && old.Spec.BMC.Address != h.Spec.BMC.Address {
+		return nil, apierrors.NewInvalid(infrav1.GroupVersion.WithKind("RedfishHost").GroupKind(), h.Name, field.ErrorList{
+			field.Forbidden(field.NewPath("spec", "bmc", "address"), fmt.Sprintf(
+				"cannot change while the host is claimed by %s %s (state %s); delete that Machine and wait until the host is Available, or register the other server as a new RedfishHost",
+				c.Consumer.Kind, c.Consumer.Name, old.Status.State)),
+		})
+	}
 	return v.validate(ctx, h)
 }
 
@@ -79,12 +88,14 @@ func (v *Host) validate(ctx context.Context, h *infrav1.RedfishHost) (admission.
 	return warnings, nil
 }
 
-// redactedAddress never echoes a password typed into the URL.
+// redactedAddress never echoes credentials typed into the URL: neither the password nor the
+// username.
 func redactedAddress(s string) string {
-	if u, err := url.Parse(s); err == nil {
-		return u.Redacted()
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparseable)"
 	}
-	return "(unparseable)"
+	return bmc.RedactAddress(u)
 }
 
 // +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-redfishmachine,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=redfishmachines,verbs=create;update,versions=v1alpha1,name=validation.redfishmachine.infrastructure.cluster.x-k8s.io,admissionReviewVersions=v1

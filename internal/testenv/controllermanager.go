@@ -1,0 +1,138 @@
+package testenv
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// ControllerManagerControllers are the kube-controller-manager controllers the environment runs:
+// those of a real cluster that this provider's behaviour depends on. envtest alone has none, so
+// without them an object owned by a deleted object is never collected and a deleted namespace
+// stays Terminating forever.
+var ControllerManagerControllers = []string{"garbagecollector", "namespace"}
+
+// controllerManager is a kube-controller-manager process (built by hack/envtest-assets.sh) pointed
+// at the environment's API server.
+type controllerManager struct {
+	cmd  *exec.Cmd
+	dir  string
+	done chan error
+}
+
+// startControllerManager starts kube-controller-manager from assets against cfg's API server. Its
+// output goes to logger. The process dies with this one (parent-death signal), and in its own
+// process group so a terminal's Ctrl-C reaches it only through Stop.
+func startControllerManager(assets string, cfg *rest.Config, logger logr.Logger) (*controllerManager, error) {
+	bin := filepath.Join(assets, "kube-controller-manager")
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("no kube-controller-manager in %s: run 'make envtest' (builds it from the Go module proxy)", assets)
+	}
+	dir, err := os.MkdirTemp("", "caprf-kcm-")
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	kc.CurrentContext = "envtest"
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	controllers := ""
+	for i, c := range ControllerManagerControllers {
+		if i > 0 {
+			controllers += ","
+		}
+		controllers += c
+	}
+	cmd := exec.Command(bin,
+		"--kubeconfig="+kubeconfig,
+		"--controllers="+controllers,
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--use-service-account-credentials=false",
+		// Tests delete owners and wait for their dependents: collect promptly.
+		"--concurrent-gc-syncs=10",
+		"--concurrent-namespace-syncs=5",
+	)
+	out := io.Writer(&logWriter{logger: logger.WithName("kube-controller-manager")})
+	if os.Getenv("TESTENV_APISERVER_LOGS") != "" {
+		out = os.Stderr
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	// Setpgid: a Ctrl-C in the terminal does not kill it behind Stop's back. Pdeathsig: it dies
+	// with this process, however this process ends.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+
+	m := &controllerManager{cmd: cmd, dir: dir, done: make(chan error, 1)}
+	started := make(chan error, 1)
+	go func() {
+		// The parent-death signal fires when the thread that started the child exits: keep that
+		// thread for as long as the child runs.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		m.done <- cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("starting kube-controller-manager: %w", err)
+	}
+	return m, nil
+}
+
+// Stop terminates the process (SIGTERM, then SIGKILL after 10s) and removes its files.
+func (m *controllerManager) Stop() error {
+	defer func() { _ = os.RemoveAll(m.dir) }()
+	_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-m.done:
+		return nil
+	case <-time.After(10 * time.Second):
+	}
+	_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case <-m.done:
+		return nil
+	case <-time.After(5 * time.Second):
+		return errors.New("kube-controller-manager did not exit after SIGKILL")
+	}
+}
+
+// logWriter turns a process's output into log lines.
+type logWriter struct {
+	logger  logr.Logger
+	partial []byte
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.partial = append(w.partial, p...)
+	for {
+		i := bytes.IndexByte(w.partial, '\n')
+		if i < 0 {
+			return len(p), nil // no newline yet: keep the rest for the next write
+		}
+		w.logger.Info(string(w.partial[:i]))
+		w.partial = w.partial[i+1:]
+	}
+}

@@ -1,0 +1,79 @@
+package webhooks
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+)
+
+func host(address string, claim *infrav1.HostClaim) *infrav1.RedfishHost {
+	return &infrav1.RedfishHost{
+		ObjectMeta: metav1.ObjectMeta{Name: "rack1-u07", Namespace: "fleet"},
+		Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: address, CredentialsName: "rack1-u07-bmc"}},
+		Status:     infrav1.RedfishHostStatus{State: infrav1.HostStateProvisioned, Claim: claim},
+	}
+}
+
+func TestHostAddressIsCheckedWithoutEchoingCredentials(t *testing.T) {
+	for _, tc := range []struct {
+		name, address string
+		wantErr       string // "" = accepted
+		mustNotEcho   []string
+	}{
+		{name: "system path", address: "redfish://10.0.0.57/redfish/v1/Systems/1"},
+		{name: "service root only", address: "redfish+https://bmc.rack1:8443"},
+		{name: "wrong scheme", address: "ipmi://10.0.0.57", wantErr: "scheme must be"},
+		{name: "manager path", address: "redfish://10.0.0.57/redfish/v1/Managers/1", wantErr: "the path must be"},
+		{name: "user and password in the URL", address: "redfish://opsadmin:hunter2@10.0.0.57", wantErr: "must not carry credentials", mustNotEcho: []string{"hunter2", "opsadmin"}},
+		{name: "user only in the URL", address: "redfish://opsadmin@10.0.0.57", wantErr: "must not carry credentials", mustNotEcho: []string{"opsadmin"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := (&Host{}).ValidateCreate(t.Context(), host(tc.address, nil))
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("want an error containing %q, got %v", tc.wantErr, err)
+			}
+			for _, secret := range tc.mustNotEcho {
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("the error echoes %q: %v", secret, err)
+				}
+			}
+		})
+	}
+}
+
+func TestClaimedHostCannotBeRepointedAtAnotherBMC(t *testing.T) {
+	claim := &infrav1.HostClaim{Consumer: infrav1.ObjectRef{Kind: "RedfishMachine", Name: "workers-abc12"}}
+	const before, after = "redfish://10.0.0.57/redfish/v1/Systems/1", "redfish://10.0.0.99/redfish/v1/Systems/1"
+	for _, tc := range []struct {
+		name     string
+		old      *infrav1.RedfishHost
+		newAddr  string
+		wantErr  string
+		accepted bool
+	}{
+		{name: "claimed, address changed", old: host(before, claim), newAddr: after, wantErr: "cannot change while the host is claimed by RedfishMachine workers-abc12"},
+		{name: "claimed, address unchanged", old: host(before, claim), newAddr: before, accepted: true},
+		{name: "not claimed, address changed", old: host(before, nil), newAddr: after, accepted: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			updated := tc.old.DeepCopy()
+			updated.Spec.BMC.Address = tc.newAddr
+			_, err := (&Host{}).ValidateUpdate(t.Context(), tc.old, updated)
+			if tc.accepted {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("want an error containing %q, got %v", tc.wantErr, err)
+			}
+		})
+	}
+}
