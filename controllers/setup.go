@@ -69,7 +69,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 		return err
 	}
-	if err := (&remediation.Reconciler{Client: mgr.GetClient(), PollInterval: opts.PollInterval}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
+	if err := (&remediation.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), PollInterval: opts.PollInterval}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 		return err
 	}
 	return (&cluster.Reconciler{Client: mgr.GetClient(), WatchFilterValue: opts.WatchFilterValue}).SetupWithManager(ctx, mgr, opts.Controller)

@@ -12,6 +12,9 @@ type FleetOptions struct {
 	Servers int
 	// NamePrefix names servers <prefix>-<n> (default "server").
 	NamePrefix string
+	// Fleet numbers this fleet: MACs and UUIDs of fleets with different numbers never collide
+	// (default 0). Give every fleet registered in one namespace its own number and prefix.
+	Fleet uint8
 	// Username and Password every BMC accepts (default admin / password).
 	Username, Password string
 	// PowerLatency, TaskDuration, TLS and PoweredOn as in Config.
@@ -37,7 +40,7 @@ func StartFleet(opts FleetOptions) (*Fleet, error) {
 	f := &Fleet{}
 	for i := 0; i < opts.Servers; i++ {
 		s, err := New(Config{
-			ID: fmt.Sprintf("%s-%d", opts.NamePrefix, i), Index: i, Username: opts.Username, Password: opts.Password,
+			ID: fmt.Sprintf("%s-%d", opts.NamePrefix, i), Index: i, Fleet: opts.Fleet, Username: opts.Username, Password: opts.Password,
 			PowerLatency: opts.PowerLatency, TaskDuration: opts.TaskDuration, TLS: opts.TLS, PoweredOn: opts.PoweredOn,
 		})
 		if err != nil {

@@ -20,6 +20,9 @@ type Config struct {
 	ID string
 	// Index makes MAC addresses and UUIDs unique across a fleet.
 	Index int
+	// Fleet makes MAC addresses and UUIDs unique across fleets: servers of two fleets with
+	// different Fleet numbers never share an identity. 0 for a single fleet.
+	Fleet uint8
 	// Username and Password the BMC accepts. Defaults: admin / password.
 	Username, Password string
 	// PowerLatency is how long a power transition takes. Default 0 (immediate, but still async).

@@ -78,10 +78,10 @@ func newSystemState(cfg Config) systemState {
 			{id: "Disk1", model: "MZ7LH960HAJR", serial: fmt.Sprintf("S4%s-1", cfg.ID), capacity: 960197124096},
 		},
 		macs: []string{
-			fmt.Sprintf("52:54:00:%02x:%02x:01", (i>>8)&0xff, i&0xff),
-			fmt.Sprintf("52:54:00:%02x:%02x:02", (i>>8)&0xff, i&0xff),
+			fmt.Sprintf("52:54:%02x:%02x:%02x:01", cfg.Fleet, (i>>8)&0xff, i&0xff),
+			fmt.Sprintf("52:54:%02x:%02x:%02x:02", cfg.Fleet, (i>>8)&0xff, i&0xff),
 		},
-		uuid: fmt.Sprintf("4c4c4544-0000-4000-8000-%012x", i+1),
+		uuid: fmt.Sprintf("4c4c4544-0000-4000-80%02x-%012x", cfg.Fleet, i+1),
 	}
 }
 

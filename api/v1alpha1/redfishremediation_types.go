@@ -40,6 +40,13 @@ type RedfishRemediationStatus struct {
 	// completedAt is when the host was powered on again.
 	// +optional
 	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+
+	// conditions of the remediation (Paused).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // +kubebuilder:object:root=true
@@ -61,6 +68,12 @@ type RedfishRemediation struct {
 	// +optional
 	Status RedfishRemediationStatus `json:"status,omitzero"`
 }
+
+// GetConditions returns the conditions of the remediation.
+func (r *RedfishRemediation) GetConditions() []metav1.Condition { return r.Status.Conditions }
+
+// SetConditions sets the conditions of the remediation.
+func (r *RedfishRemediation) SetConditions(c []metav1.Condition) { r.Status.Conditions = c }
 
 // +kubebuilder:object:root=true
 

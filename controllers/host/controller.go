@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/paused"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -82,6 +83,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err := r.APIReader.Get(ctx, req.NamespacedName, host); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	// A paused host (cluster.x-k8s.io/paused annotation) does nothing on its BMC, and nothing
+	// else either (not even its deletion), until the annotation is removed.
+	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, nil, host); err != nil || isPaused || requeue {
+		return ctrl.Result{}, err
+	}
 	helper, err := patch.NewHelper(host, r.Client)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -94,7 +100,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			metrics.SetHostState(host.Namespace, host.Name, "")
 		}
 		if err := helper.Patch(ctx, host, patch.WithOwnedConditions{Conditions: []string{
-			infrav1.ReadyCondition, infrav1.BMCReachableCondition, infrav1.InspectedCondition,
+			infrav1.ReadyCondition, infrav1.BMCReachableCondition, infrav1.InspectedCondition, infrav1.PausedCondition,
 		}}); err != nil {
 			retErr = errors.Join(retErr, err)
 		}

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/paused"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -27,7 +28,10 @@ const Finalizer = "redfishremediation.infrastructure.cluster.x-k8s.io"
 
 // Reconciler reconciles RedfishRemediations.
 type Reconciler struct {
-	Client       client.Client
+	Client client.Client
+	// APIReader reads the host when the remediation is deleted: a cached copy could miss the
+	// request this remediation just added, and the finalizer would go with the request left behind.
+	APIReader    client.Reader
 	PollInterval time.Duration
 }
 
@@ -47,42 +51,56 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err := r.Client.Get(ctx, req.NamespacedName, rr); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	// A paused remediation (its own cluster.x-k8s.io/paused annotation, or its Cluster paused)
+	// does nothing, not even its deletion, until it is unpaused.
+	var cluster *clusterv1.Cluster
+	if name := rr.Labels[clusterv1.ClusterNameLabel]; name != "" {
+		c := &clusterv1.Cluster{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: rr.Namespace, Name: name}, c); err == nil {
+			cluster = c
+		} else if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+	}
+	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, rr); err != nil || isPaused || requeue {
+		return ctrl.Result{}, err
+	}
 	helper, err := patch.NewHelper(rr, r.Client)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	defer func() {
-		if err := helper.Patch(ctx, rr); err != nil {
+		if err := helper.Patch(ctx, rr, patch.WithOwnedConditions{Conditions: []string{infrav1.PausedCondition}}); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
 	}()
 
-	host, err := r.hostOf(ctx, rr)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
 	if !rr.DeletionTimestamp.IsZero() {
-		if host != nil {
-			if err := r.setRequest(ctx, host, rr, false); err != nil {
-				return ctrl.Result{}, err
-			}
-		}
-		controllerutil.RemoveFinalizer(rr, Finalizer)
-		return ctrl.Result{}, nil
+		return r.reconcileDelete(ctx, rr)
 	}
 	if controllerutil.AddFinalizer(rr, Finalizer) {
 		return ctrl.Result{}, nil
 	}
+	host, err := r.hostOf(ctx, rr)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if host == nil {
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil // the machine has no host (yet): nothing to reboot
 	}
-	rr.Status.Host = host.Name
+	if rr.Status.Host != host.Name {
+		// Record the host before asking it for anything: once the Machine is gone (it owns this
+		// remediation, which the garbage collector deletes after it), status is the only way back
+		// to the host, whose reboot request must then be withdrawn.
+		rr.Status.Host = host.Name
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
 	now := metav1.Now()
 	switch rr.Status.Phase {
 	case "", infrav1.RemediationFencing:
 		rr.Status.Phase = infrav1.RemediationFencing
 		if err := r.setRequest(ctx, host, rr, true); err != nil {
-			return ctrl.Result{}, err
+			return retryOnConflict(err)
 		}
 		if host.Status.PowerState != "Off" {
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
@@ -91,7 +109,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		fallthrough
 	case infrav1.RemediationPoweringOn:
 		if err := r.setRequest(ctx, host, rr, false); err != nil {
-			return ctrl.Result{}, err
+			return retryOnConflict(err)
 		}
 		if host.Status.PowerState != "On" {
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
@@ -99,6 +117,38 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		rr.Status.CompletedAt, rr.Status.Phase = &now, infrav1.RemediationCompleted
 	}
 	return ctrl.Result{}, nil
+}
+
+// reconcileDelete withdraws this remediation's reboot request from the host recorded in status
+// (the Machine may be gone already) and keeps the finalizer until the request is gone.
+func (r *Reconciler) reconcileDelete(ctx context.Context, rr *infrav1.RedfishRemediation) (ctrl.Result, error) {
+	name := rr.Status.Host
+	if name == "" {
+		// No host recorded: this remediation never asked any host for anything.
+		controllerutil.RemoveFinalizer(rr, Finalizer)
+		return ctrl.Result{}, nil
+	}
+	h := &infrav1.RedfishHost{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: rr.Namespace, Name: name}, h); err != nil {
+		if apierrors.IsNotFound(err) {
+			controllerutil.RemoveFinalizer(rr, Finalizer)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if err := r.setRequest(ctx, h, rr, false); err != nil {
+		return retryOnConflict(err) // the finalizer stays until the request is gone
+	}
+	controllerutil.RemoveFinalizer(rr, Finalizer)
+	return ctrl.Result{}, nil
+}
+
+// retryOnConflict turns a conflict (the host changed since it was read) into a prompt retry.
+func retryOnConflict(err error) (ctrl.Result, error) {
+	if apierrors.IsConflict(err) {
+		return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
+	}
+	return ctrl.Result{}, err
 }
 
 // hostOf finds the host of the Machine the remediation is named after (as the MachineHealthCheck
@@ -138,9 +188,5 @@ func (r *Reconciler) setRequest(ctx context.Context, h *infrav1.RedfishHost, rr 
 	} else {
 		h.Spec.RebootRequests = slices.Delete(h.Spec.RebootRequests, idx, idx+1)
 	}
-	err := r.Client.Patch(ctx, h, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
-	if apierrors.IsConflict(err) {
-		return nil // re-read next round
-	}
-	return err
+	return r.Client.Patch(ctx, h, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 }

@@ -168,7 +168,8 @@ func setReady(node *corev1.Node, e simulator.BootEvent) {
 	mac := e.MACs[0]
 	node.Status.Addresses = []corev1.NodeAddress{
 		{Type: corev1.NodeHostName, Address: node.Name},
-		{Type: corev1.NodeInternalIP, Address: "10.0." + hexByte(mac[12:14]) + "." + hexByte(mac[15:17])},
+		// 10.<fleet>.<index high>.<index low>, from the simulator's MAC layout 52:54:<fleet>:<index>:<nic>.
+		{Type: corev1.NodeInternalIP, Address: "10." + hexByte(mac[6:8]) + "." + hexByte(mac[9:11]) + "." + hexByte(mac[12:14])},
 	}
 }
 

@@ -33,6 +33,17 @@ type bed struct {
 // host before it is created.
 func newBed(name string, n int, mutate func(i int, h *infrav1.RedfishHost)) *bed {
 	GinkgoHelper()
+	return startBed(name, n, mutate, true)
+}
+
+// newBedWithoutOS is newBed with servers that boot nothing: no Node ever joins.
+func newBedWithoutOS(name string, n int) *bed {
+	GinkgoHelper()
+	return startBed(name, n, nil, false)
+}
+
+func startBed(name string, n int, mutate func(i int, h *infrav1.RedfishHost), withOS bool) *bed {
+	GinkgoHelper()
 	ns, err := env.CreateNamespace(ctx, name)
 	Expect(err).NotTo(HaveOccurred())
 	fleet, err := simulator.StartFleet(simulator.FleetOptions{Servers: n, NamePrefix: name, PowerLatency: 50 * time.Millisecond, TaskDuration: time.Second})
@@ -42,7 +53,9 @@ func newBed(name string, n int, mutate func(i int, h *infrav1.RedfishHost)) *bed
 	kubelet, err := testenv.NewWatchClient(env.Config)
 	Expect(err).NotTo(HaveOccurred())
 	b := &bed{ns: ns.Name, fleet: fleet, os: simos.New(kubelet, seedBaseURL)}
-	b.os.Attach(fleet)
+	if withOS {
+		b.os.Attach(fleet)
+	}
 	for i, s := range fleet.Servers {
 		creds, h := sample.Host(b.ns, s)
 		Expect(env.Create(ctx, creds)).To(Succeed())
