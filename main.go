@@ -43,6 +43,7 @@ type flags struct {
 	qps                     float32
 	burst                   int
 	syncPeriod              time.Duration
+	bmcCheckInterval        time.Duration
 	webhookPort             int
 	webhookCertDir          string
 	clusterCacheQPS         float32
@@ -64,6 +65,7 @@ func main() {
 	fs.IntVar(&f.concurrency, "concurrency", 50, "Concurrent reconciles per controller.")
 	fs.Float32Var(&f.qps, "kube-api-qps", 100, "Maximum queries per second to the management cluster API server.")
 	fs.IntVar(&f.burst, "kube-api-burst", 200, "Maximum burst to the management cluster API server.")
+	fs.DurationVar(&f.bmcCheckInterval, "bmc-check-interval", time.Minute, "How often a settled host re-reads its BMC (BMCReachable and power state); a power transition is re-read sooner, with backoff.")
 	fs.DurationVar(&f.syncPeriod, "sync-period", 10*time.Minute, "Minimum interval at which watched objects are reconciled.")
 	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "Webhook server port.")
 	fs.StringVar(&f.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs/", "Webhook server certificate folder.")
@@ -138,6 +140,7 @@ func run(ctx context.Context, f flags) error {
 	if err := provider.Setup(ctx, mgr, listen, controllers.Options{
 		SeedBaseURL:      f.seedURL,
 		WatchFilterValue: f.watchFilter,
+		BMCCheckInterval: f.bmcCheckInterval,
 		Controller:       controller.Options{MaxConcurrentReconciles: f.concurrency, UsePriorityQueue: ptr.To(true)},
 		ClusterCache:     cc,
 	}); err != nil {

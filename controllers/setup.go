@@ -34,6 +34,9 @@ type Options struct {
 	PollInterval time.Duration
 	// BMCRetryInterval is how long a host with an unusable BMC waits before retrying (default 30s).
 	BMCRetryInterval time.Duration
+	// BMCCheckInterval is how often a settled host re-reads its BMC, refreshing BMCReachable and
+	// the power state (default 1m).
+	BMCCheckInterval time.Duration
 }
 
 // RBAC of the manager, least privilege: our kinds, CAPI objects it reads, the Secrets holding BMC
@@ -59,7 +62,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := (&host.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, SeedBaseURL: opts.SeedBaseURL,
 		Recorder: mgr.GetEventRecorder("redfishhost-controller"), WatchFilterValue: opts.WatchFilterValue, PollInterval: opts.PollInterval,
-		RetryInterval: opts.BMCRetryInterval,
+		RetryInterval: opts.BMCRetryInterval, CheckInterval: opts.BMCCheckInterval,
 	}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 		return err
 	}

@@ -12,11 +12,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
@@ -50,7 +52,17 @@ type Reconciler struct {
 	// RetryInterval is how long a host whose BMC is unreachable or refuses its credentials waits
 	// before trying again. Default 30s.
 	RetryInterval time.Duration
+	// CheckInterval is how often a settled host re-reads its BMC: BMCReachable and the power
+	// state are never older than this. Default 1m.
+	CheckInterval time.Duration
+
+	// transitions counts, per host, the reconciles that found the power in transition: the
+	// next look comes after PollInterval doubled that many times (at most maxTransitionBackoff).
+	transitions sync.Map // types.NamespacedName -> int
 }
+
+// maxTransitionBackoff bounds the wait between reads of a power state in transition.
+const maxTransitionBackoff = 30 * time.Second
 
 // SetupWithManager registers the controller.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
@@ -59,6 +71,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	}
 	if r.RetryInterval == 0 {
 		r.RetryInterval = 30 * time.Second
+	}
+	if r.CheckInterval == 0 {
+		r.CheckInterval = time.Minute
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&infrav1.RedfishHost{}).
@@ -73,6 +88,7 @@ type scope struct {
 	host  *infrav1.RedfishHost
 	bmc   bmc.Client     // nil until connect succeeded
 	power bmc.PowerState // read by connect, this reconcile
+	acted bool           // a power action was sent this reconcile
 }
 
 // Reconcile moves one host through its state machine.
@@ -81,6 +97,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	// (power off, boot, erase), and a stale copy would repeat an action the last round recorded.
 	host := &infrav1.RedfishHost{}
 	if err := r.APIReader.Get(ctx, req.NamespacedName, host); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.transitions.Delete(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	// A paused host (cluster.x-k8s.io/paused annotation) does nothing on its BMC, and nothing
@@ -113,7 +132,32 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, nil
 	}
 	s := &scope{host: host}
-	return r.handlers()[stateOf(host)](ctx, s)
+	res, err := r.handlers()[stateOf(host)](ctx, s)
+	return r.followTransition(req.NamespacedName, s, res), err
+}
+
+// followTransition re-reads a power state in transition (PoweringOn, PoweringOff, or a power
+// action just sent) until it settles, backing off from PollInterval, instead of reporting a stale
+// state for a whole CheckInterval.
+func (r *Reconciler) followTransition(key types.NamespacedName, s *scope, res ctrl.Result) ctrl.Result {
+	if s.bmc == nil {
+		return res // no BMC read this round
+	}
+	if !s.acted && s.power != bmc.PowerPoweringOn && s.power != bmc.PowerPoweringOff {
+		r.transitions.Delete(key)
+		return res
+	}
+	n := 0
+	if v, ok := r.transitions.Load(key); ok {
+		n = v.(int)
+	}
+	r.transitions.Store(key, n+1)
+	wait := r.PollInterval << min(n, 10)
+	wait = min(wait, maxTransitionBackoff)
+	if res.RequeueAfter == 0 || res.RequeueAfter > wait {
+		res.RequeueAfter = wait
+	}
+	return res
 }
 
 func stateOf(h *infrav1.RedfishHost) infrav1.HostState {
@@ -199,6 +243,7 @@ func (r *Reconciler) updateReady(h *infrav1.RedfishHost) {
 // reset sends a power action and counts it.
 func (r *Reconciler) reset(ctx context.Context, s *scope, t bmc.ResetType) error {
 	metrics.PowerOperations.WithLabelValues(s.host.Namespace, s.host.Name, string(t)).Inc()
+	s.acted = true
 	return s.bmc.Reset(ctx, t)
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,7 +35,6 @@ func (r *Reconciler) handlers() map[infrav1.HostState]handler {
 	}
 }
 
-const resync = 5 * time.Minute
 
 // connectOrWait connects to the BMC; when that fails the host keeps its state (a claimed host
 // does not lose its claim because its BMC is briefly down) and is retried later.
@@ -149,7 +147,7 @@ func (r *Reconciler) available(ctx context.Context, s *scope) (ctrl.Result, erro
 	if err := r.keepPower(ctx, s, want); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: resync}, nil
+	return ctrl.Result{RequeueAfter: r.CheckInterval}, nil
 }
 
 // dropStaleReservation frees a nodeReuse reservation whose owner no longer exists.
@@ -234,7 +232,7 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 		return ctrl.Result{}, nil // the status change wakes the next state
 	}
 	if h.Status.BootIssuedAt != nil {
-		return ctrl.Result{RequeueAfter: resync}, r.keepPower(ctx, s, nil) // the consumer marks the claim provisioned
+		return ctrl.Result{RequeueAfter: r.CheckInterval}, r.keepPower(ctx, s, nil) // the consumer marks the claim provisioned
 	}
 
 	if ps := s.power; ps != bmc.PowerOff {
@@ -287,7 +285,7 @@ func (r *Reconciler) provisioned(ctx context.Context, s *scope) (ctrl.Result, er
 		return ctrl.Result{}, err
 	}
 	if on && h.Status.PowerState == string(bmc.PowerOn) {
-		return ctrl.Result{RequeueAfter: resync}, nil
+		return ctrl.Result{RequeueAfter: r.CheckInterval}, nil
 	}
 	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 }

@@ -73,9 +73,11 @@ func (r *Reconciler) claimHost(ctx context.Context, s *scope) (ctrl.Result, erro
 			return ctrl.Result{}, nil
 		}
 	}
-	msg := "No available host matches the selector and failure domain"
+	msg := "No available host in namespace " + rm.Namespace + " matches the selector and failure domain"
 	if waitForReuse {
 		msg = "nodeReuse: waiting for a host this owner is releasing"
+	} else if elsewhere := r.availableElsewhere(ctx, rm); elsewhere != "" {
+		msg += "; Available hosts matching the selector exist in other namespaces (" + elsewhere + "), but a Machine only claims hosts of its own namespace"
 	}
 	conditions.Set(rm, metav1.Condition{Type: infrav1.HostClaimedCondition, Status: metav1.ConditionFalse, Reason: infrav1.WaitingForHostReason, Message: msg})
 	setNotReady(rm, infrav1.WaitingForHostReason, msg)
@@ -189,6 +191,47 @@ func (r *Reconciler) candidates(ctx context.Context, s *scope, hosts []infrav1.R
 		}
 	}
 	return append(reserved, free...), false, nil
+}
+
+// availableElsewhere names the other namespaces (at most three, with a count) holding Available,
+// unclaimed hosts that match the machine's selector: the usual reason a Machine waits while the
+// servers someone just registered sit idle. Empty when there are none or the manager may not list
+// hosts cluster-wide (a namespaced manager).
+func (r *Reconciler) availableElsewhere(ctx context.Context, rm *infrav1.RedfishMachine) string {
+	sel := labels.Everything()
+	if rm.Spec.HostSelector != nil {
+		var err error
+		if sel, err = metav1.LabelSelectorAsSelector(rm.Spec.HostSelector); err != nil {
+			return ""
+		}
+	}
+	all := &infrav1.RedfishHostList{}
+	if err := r.Client.List(ctx, all); err != nil {
+		return ""
+	}
+	count := map[string]int{}
+	for _, h := range all.Items {
+		if h.Namespace != rm.Namespace && h.Status.State == infrav1.HostStateAvailable && h.Status.Claim == nil && h.Spec.Cordon == nil && sel.Matches(labels.Set(h.Labels)) {
+			count[h.Namespace]++
+		}
+	}
+	namespaces := make([]string, 0, len(count))
+	for ns := range count {
+		namespaces = append(namespaces, ns)
+	}
+	sort.Strings(namespaces)
+	out := ""
+	for i, ns := range namespaces {
+		if i == 3 {
+			out += fmt.Sprintf(", and %d more namespaces", len(namespaces)-3)
+			break
+		}
+		if i > 0 {
+			out += ", "
+		}
+		out += fmt.Sprintf("%d in %s", count[ns], ns)
+	}
+	return out
 }
 
 // releasingFor says whether h is on its way back to owner: released with nodeReuse, or claimed

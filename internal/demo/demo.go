@@ -112,8 +112,13 @@ func Run(ctx context.Context, o Options) (retErr error) {
 		return err
 	}
 	seedURL := "http://" + seedListener.Addr().String()
+	metricsAddr, err := freeLocalAddress()
+	if err != nil {
+		return err
+	}
 	env, err := testenv.Start(ctx, testenv.Options{
-		Logger: &logger,
+		Logger:             &logger,
+		MetricsBindAddress: metricsAddr,
 		SetupProvider: func(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache) error {
 			return provider.Setup(ctx, mgr, func() (net.Listener, error) { return seedListener, nil }, controllers.Options{
 				// SkipNameValidation: tests run the demo more than once in one process.
@@ -146,6 +151,7 @@ func Run(ctx context.Context, o Options) (retErr error) {
 		return err
 	}
 	w.Printf("control plane up: export KUBECONFIG=%s   (controllers' log: %s)", kubeconfig, logFile.Name())
+	w.Printf("seed server: %s   metrics: http://%s/metrics", seedURL, metricsAddr)
 
 	if w.Fleet, err = simulator.StartFleet(simulator.FleetOptions{
 		Servers: o.Servers, NamePrefix: "server", PowerLatency: o.PowerLatency, TaskDuration: 2 * time.Second,
@@ -178,6 +184,16 @@ func Run(ctx context.Context, o Options) (retErr error) {
 		<-ctx.Done()
 	}
 	return nil
+}
+
+// freeLocalAddress returns a loopback address with a port free right now.
+func freeLocalAddress() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := l.Addr().String()
+	return addr, l.Close()
 }
 
 // withDefaults fills in defaults and refuses what cannot work, before anything starts.

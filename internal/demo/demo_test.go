@@ -4,15 +4,26 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/simcli"
+	"github.com/caprf/cluster-api-provider-redfish/internal/testenv"
 )
 
 // syncBuffer collects the demo's output; onLine sees every write.
@@ -55,22 +66,36 @@ func apiServerGone(t *testing.T, dir string) {
 	}
 }
 
-func TestLifecycleBringsUpTheClusterThenRollsTheWorkersToANewTemplate(t *testing.T) {
+// The make dev scenario, then what the README tells a user to try on the running demo: look at
+// the metrics, add servers with redfish-sim and scale the workers onto them.
+func TestLifecycleRollsTheWorkersThenServersAddedWithRedfishSimServeAScaleUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs envtest; skipped with -short")
 	}
 	dir := t.TempDir()
-	out := &syncBuffer{}
-	if err := Run(t.Context(), Options{Dir: dir, Out: out}); err != nil {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	running := make(chan struct{})
+	var once sync.Once
+	out := &syncBuffer{onLine: func(line string) {
+		if strings.Contains(line, "everything keeps running") {
+			once.Do(func() { close(running) })
+		}
+	}}
+	runErr := make(chan error, 1)
+	go func() { runErr <- Run(ctx, Options{Dir: dir, Out: out, Wait: true}) }()
+	select {
+	case <-running:
+	case err := <-runErr:
 		t.Fatalf("demo failed: %v\n%s", err, out)
 	}
 	text := out.String()
 	// Run returns nil only once every worker runs a Node cloned from workers-v2; the narration must
 	// say so too, in order.
 	last := -1
-	for _, want := range []string{"control plane up: export KUBECONFIG=", "cluster up in", "deleted template workers-v1", "rolling update done in", "complete", "nothing left running"} {
+	for _, want := range []string{"control plane up: export KUBECONFIG=", "seed server: http://", "cluster up in", "deleted template workers-v1", "rolling update done in", "complete"} {
 		i := strings.Index(text, want)
-		if i < last {
+		if i < 0 || i < last {
 			t.Fatalf("output lacks %q after the previous milestone:\n%s", want, text)
 		}
 		last = i
@@ -78,7 +103,133 @@ func TestLifecycleBringsUpTheClusterThenRollsTheWorkersToANewTemplate(t *testing
 	if n := strings.Count(text, "image=http://images.example/node-v2.iso"); n != 2 {
 		t.Errorf("final table shows %d workers on node-v2.iso, want 2:\n%s", n, text)
 	}
+
+	t.Run("metrics endpoint serves the provider's metrics", func(t *testing.T) {
+		m := regexp.MustCompile(`metrics: (http://\S+/metrics)`).FindStringSubmatch(text)
+		if m == nil {
+			t.Fatalf("no metrics address printed:\n%s", text)
+		}
+		body := httpGet(t, m[1])
+		for _, metric := range []string{"caprf_host_state{", "caprf_power_operations_total{", "caprf_bmc_requests_total{", "caprf_bmc_request_duration_seconds_bucket{"} {
+			if !strings.Contains(body, metric) {
+				t.Errorf("%s serves no %s", m[1], metric)
+			}
+		}
+	})
+
+	t.Run("servers added with redfish-sim --kubeconfig are claimed by a scale-up and run Nodes", func(t *testing.T) {
+		kubeconfig := filepath.Join(dir, "kubeconfig")
+		simCtx, stopSim := context.WithCancel(ctx)
+		simErr := make(chan error, 1)
+		simOut := &syncBuffer{}
+		go func() {
+			simErr <- simcli.Run(simCtx, []string{"--kubeconfig", kubeconfig, "--servers", "2", "--power-latency", "300ms"}, simOut, simOut)
+		}()
+		defer func() {
+			stopSim()
+			if err := <-simErr; err != nil {
+				t.Errorf("redfish-sim: %v\n%s", err, simOut)
+			}
+		}()
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The sim's hosts land in the kubeconfig's namespace (demo), under a name of their own.
+		var added []string
+		poll(t, "the added servers registered, inspected and Available", func() (bool, error) {
+			hosts := &infrav1.RedfishHostList{}
+			if err := c.List(ctx, hosts, client.InNamespace(Namespace), client.HasLabels{simcli.FleetLabel}); err != nil {
+				return false, err
+			}
+			added = added[:0]
+			for _, h := range hosts.Items {
+				if h.Status.State == infrav1.HostStateAvailable {
+					added = append(added, h.Name)
+				}
+			}
+			return len(added) == 2, nil
+		}, simOut)
+		// The demo's spare and both added servers: 2 workers + 3.
+		md := &clusterv1.MachineDeployment{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: mdName}, md); err != nil {
+			t.Fatal(err)
+		}
+		before := md.DeepCopy()
+		md.Spec.Replicas = ptr.To[int32](5)
+		if err := c.Patch(ctx, md, client.MergeFrom(before)); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "5 workers Running with a Node, two of them on the added servers", func() (bool, error) {
+			ms := &clusterv1.MachineList{}
+			if err := c.List(ctx, ms, client.InNamespace(Namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: mdName}); err != nil {
+				return false, err
+			}
+			running := 0
+			for _, m := range ms.Items {
+				if m.Status.Phase == string(clusterv1.MachinePhaseRunning) && m.Status.NodeRef.IsDefined() {
+					running++
+				}
+			}
+			claimedAdded := 0
+			for _, name := range added {
+				h := &infrav1.RedfishHost{}
+				if err := c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: name}, h); err != nil {
+					return false, err
+				}
+				if h.Status.State == infrav1.HostStateProvisioned {
+					claimedAdded++
+				}
+			}
+			return running == 5 && len(ms.Items) == 5 && claimedAdded == 2, nil
+		}, simOut)
+	})
+
+	cancel()
+	if err := <-runErr; err != nil {
+		t.Fatalf("demo failed: %v\n%s", err, out)
+	}
+	if !strings.Contains(out.String(), "nothing left running") {
+		t.Fatalf("no clean stop reported:\n%s", out)
+	}
 	apiServerGone(t, dir)
+}
+
+// poll checks cond every 250ms for up to 2 minutes.
+func poll(t *testing.T, what string, cond func() (bool, error), diag fmt.Stringer) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within 2 minutes (last error: %v)\n%s", what, err, diag)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url) //nolint:gosec,noctx // the demo's local endpoint.
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: HTTP %d", url, resp.StatusCode)
+	}
+	return string(body)
 }
 
 func TestInterruptStopsEverythingMidScenario(t *testing.T) {

@@ -48,16 +48,16 @@ func (w *World) progress(ctx context.Context) (string, error) {
 	}
 	byState := map[infrav1.HostState]int{}
 	for _, h := range hosts.Items {
-		byState[h.Status.State]++
+		st := h.Status.State
+		if st == "" {
+			st = infrav1.HostStateRegistering // not reconciled yet: the controller starts it there
+		}
+		byState[st]++
 	}
 	parts := []string{}
-	for _, s := range append([]infrav1.HostState{""}, hostStates...) {
+	for _, s := range hostStates {
 		if n := byState[s]; n > 0 {
-			name := string(s)
-			if s == "" {
-				name = "New"
-			}
-			parts = append(parts, fmt.Sprintf("%d %s", n, name))
+			parts = append(parts, fmt.Sprintf("%d %s", n, s))
 		}
 	}
 	line := "hosts: " + strings.Join(parts, ", ")

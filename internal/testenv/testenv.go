@@ -6,6 +6,7 @@
 package testenv
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -78,6 +79,10 @@ type Options struct {
 
 	// Concurrency of each CAPI controller. Defaults to 10.
 	Concurrency int
+
+	// MetricsBindAddress serves the manager's Prometheus metrics (plain HTTP) there, e.g.
+	// 127.0.0.1:8080. Default: no metrics endpoint.
+	MetricsBindAddress string
 }
 
 // Environment is a running control plane with the CAPI core controllers.
@@ -191,7 +196,7 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: "0"},
+		Metrics:                 metricsserver.Options{BindAddress: cmp.Or(opts.MetricsBindAddress, "0")},
 		HealthProbeBindAddress:  "0",
 		Cache:                   setup.ManagerCacheOptions(scheme, controllerName, "", 10*time.Minute),
 		Client:                  setup.ManagerClientOptions(),

@@ -33,27 +33,37 @@ type bed struct {
 // host before it is created.
 func newBed(name string, n int, mutate func(i int, h *infrav1.RedfishHost)) *bed {
 	GinkgoHelper()
-	return startBed(name, n, mutate, true)
+	return startBed(name, n, bedOptions{mutate: mutate, withOS: true})
 }
 
 // newBedWithoutOS is newBed with servers that boot nothing: no Node ever joins.
 func newBedWithoutOS(name string, n int) *bed {
 	GinkgoHelper()
-	return startBed(name, n, nil, false)
+	return startBed(name, n, bedOptions{})
 }
 
-func startBed(name string, n int, mutate func(i int, h *infrav1.RedfishHost), withOS bool) *bed {
+type bedOptions struct {
+	mutate       func(i int, h *infrav1.RedfishHost)
+	withOS       bool
+	powerLatency time.Duration // default 50ms
+}
+
+func startBed(name string, n int, o bedOptions) *bed {
 	GinkgoHelper()
+	mutate := o.mutate
+	if o.powerLatency == 0 {
+		o.powerLatency = 50 * time.Millisecond
+	}
 	ns, err := env.CreateNamespace(ctx, name)
 	Expect(err).NotTo(HaveOccurred())
-	fleet, err := simulator.StartFleet(simulator.FleetOptions{Servers: n, NamePrefix: name, PowerLatency: 50 * time.Millisecond, TaskDuration: time.Second})
+	fleet, err := simulator.StartFleet(simulator.FleetOptions{Servers: n, NamePrefix: name, PowerLatency: o.powerLatency, TaskDuration: time.Second})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(fleet.Close)
 	// The simulated kubelet talks to the API server directly, as a real one does (no cache).
 	kubelet, err := testenv.NewWatchClient(env.Config)
 	Expect(err).NotTo(HaveOccurred())
 	b := &bed{ns: ns.Name, fleet: fleet, os: simos.New(kubelet, seedBaseURL)}
-	if withOS {
+	if o.withOS {
 		b.os.Attach(fleet)
 	}
 	for i, s := range fleet.Servers {

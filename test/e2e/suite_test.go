@@ -25,6 +25,9 @@ import (
 	"github.com/caprf/cluster-api-provider-redfish/internal/testenv"
 )
 
+// bmcCheckInterval is how often settled hosts re-read their BMC in these scenarios.
+const bmcCheckInterval = 15 * time.Second
+
 var (
 	env         *testenv.Environment
 	ctx         context.Context
@@ -63,6 +66,7 @@ var _ = BeforeSuite(func() {
 				SeedBaseURL:      seedBaseURL,
 				PollInterval:     500 * time.Millisecond,
 				BMCRetryInterval: 2 * time.Second,
+				BMCCheckInterval: bmcCheckInterval,
 				BMC:              bmc.Options{CallTimeout: 20 * time.Second, AttemptTimeout: 5 * time.Second, BreakerCooldown: 5 * time.Second},
 			})
 		},

@@ -1,0 +1,121 @@
+package e2e
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/sample"
+)
+
+// What a newcomer runs into when adding servers: hosts registered in another namespace than the
+// cluster's, and a second registration under an existing name that re-points a running host.
+var _ = Describe("Adding servers", func() {
+	It("tells a Machine waiting for a host that matching Available hosts sit in another namespace", Label("wrong-namespace"), func() {
+		// The selector picks only this scenario's server, whatever other scenarios registered.
+		selector := map[string]string{"scenario": "wrong-namespace"}
+		fleetNS := newBed("elsewhere", 1, func(_ int, h *infrav1.RedfishHost) { h.Labels = selector })
+		fleetNS.waitHostsAvailable(1)
+
+		ns, err := env.CreateNamespace(ctx, "nohosts")
+		Expect(err).NotTo(HaveOccurred())
+		rc, cluster := sample.Cluster(ns.Name, "nohosts", "10.0.0.10")
+		Expect(env.Create(ctx, rc)).To(Succeed())
+		Expect(env.Create(ctx, cluster)).To(Succeed())
+		Expect(env.CreateKubeconfigSecret(ctx, cluster)).To(Succeed())
+		data, rm, m := sample.ControlPlane(ns.Name, cluster.Name, ns.Name+"-cp")
+		rm.Spec.HostSelector = &metav1.LabelSelector{MatchLabels: selector}
+		for _, o := range []client.Object{data, rm, m} {
+			Expect(env.Create(ctx, o)).To(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(rm), rm)).To(Succeed())
+			c := findCondition(rm.Status.Conditions, infrav1.HostClaimedCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(infrav1.WaitingForHostReason))
+			g.Expect(c.Message).To(ContainSubstring("No available host in namespace " + ns.Name))
+			g.Expect(c.Message).To(ContainSubstring("exist in other namespaces (1 in " + fleetNS.ns + ")"))
+		}).Should(Succeed())
+	})
+
+	It("refuses to re-point a claimed host at another BMC, with a message that says what to do", Label("bmc-repoint"), func() {
+		b := newBed("repoint", 2, nil)
+		b.waitHostsAvailable(2)
+		b.createCluster("repoint")
+		claimed := b.controlPlane()
+		var spare string
+		for _, h := range b.hosts() {
+			if h.Name != claimed {
+				spare = h.Name
+			}
+		}
+
+		By("a claimed host: refused, nothing changed")
+		h := &infrav1.RedfishHost{}
+		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: claimed}, h)).To(Succeed())
+		address := h.Spec.BMC.Address
+		h.Spec.BMC.Address = "redfish://127.0.0.1:1/redfish/v1/Systems/1"
+		err := env.Update(ctx, h)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("spec.bmc.address: Forbidden: cannot change while the host is claimed by RedfishMachine " + b.ns + "-cp"))
+		Expect(err.Error()).To(ContainSubstring("delete that Machine and wait until the host is Available"))
+		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: claimed}, h)).To(Succeed())
+		Expect(h.Spec.BMC.Address).To(Equal(address))
+
+		By("an unclaimed host: accepted")
+		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: spare}, h)).To(Succeed())
+		h.Spec.BMC.Address = "redfish://127.0.0.1:1/redfish/v1/Systems/1"
+		Expect(env.Update(ctx, h)).To(Succeed())
+	})
+})
+
+func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// Status a person reads with kubectl must follow the BMC: a power transition is followed until it
+// settles (not reported for a whole check interval), and a BMC that disappears turns
+// BMCReachable False within the documented check interval.
+var _ = Describe("Host status follows the BMC", Label("status-fresh"), func() {
+	It("reports the settled power state soon after a transition, and an unreachable BMC within the check interval", func() {
+		const latency = time.Second
+		b := startBed("fresh", 1, bedOptions{withOS: true, powerLatency: latency})
+		b.waitHostsAvailable(1)
+		name := b.fleet.Servers[0].ID()
+		h := &infrav1.RedfishHost{}
+		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: name}, h)).To(Succeed())
+		Expect(h.Status.PowerState).To(Equal("Off"))
+
+		By("powering on through spec.online: status shows On well before the next periodic check")
+		before := h.DeepCopy()
+		h.Spec.Online = ptr.To(true)
+		Expect(env.Patch(ctx, h, client.MergeFrom(before))).To(Succeed())
+		start := time.Now()
+		Eventually(func(g Gomega) {
+			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(h), h)).To(Succeed())
+			g.Expect(h.Status.PowerState).To(Equal("On"))
+		}, bmcCheckInterval/2, 100*time.Millisecond).Should(Succeed(), func() string { return "power state still " + h.Status.PowerState })
+		GinkgoWriter.Printf("power state On in status %s after the request (BMC transition %s, check interval %s)\n", time.Since(start).Round(time.Millisecond), latency, bmcCheckInterval)
+
+		By("the BMC going away: BMCReachable turns False within the check interval")
+		b.fleet.Servers[0].Close()
+		start = time.Now()
+		Eventually(func(g Gomega) {
+			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(h), h)).To(Succeed())
+			c := findCondition(h.Status.Conditions, infrav1.BMCReachableCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		}, 2*bmcCheckInterval, 250*time.Millisecond).Should(Succeed())
+		GinkgoWriter.Printf("BMCReachable False %s after the BMC went away\n", time.Since(start).Round(time.Millisecond))
+	})
+})
