@@ -28,7 +28,7 @@ import (
 // What a user of the release must or may set; a change here is a change to the README's tables.
 var (
 	componentVariables = []string{
-		"CAPRF_SEED_URL", "CAPRF_SEED_SERVICE_TYPE", "CAPRF_SEED_NODE_PORT", "CAPRF_IMAGE",
+		"CAPRF_SEED_URL", "CAPRF_SEED_SERVICE_TYPE", "CAPRF_SEED_NODE_PORT",
 		"CAPRF_CONCURRENCY", "CAPRF_KUBE_API_QPS",
 		"CAPRF_KUBE_API_BURST", "CAPRF_LOGLEVEL",
 	}
@@ -92,6 +92,13 @@ IMAGE_CHECKSUM: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
 		}
 		Expect(deployment.Spec.Template.Spec.Containers).To(HaveLen(1))
 		Expect(deployment.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--leader-elect", "--seed-url=http://10.0.0.2:30082"))
+
+		By("describing the provider the way `clusterctl generate provider --describe` and `--raw` do (no variable processing)")
+		described, err := c.GetProviderComponents(ctx, "redfish:v0.1.0", clusterctlv1.InfrastructureProviderType, clusterctl.ComponentsOptions{SkipTemplateProcess: true})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(described.Images()).To(ConsistOf("ghcr.io/caprf/cluster-api-provider-redfish:v0.1.0"))
+		Expect(described.Variables()).To(ConsistOf(componentVariables))
+		Expect(described.Version()).To(Equal("v0.1.0"))
 
 		By("admitting the components into a real API server (server-side apply, dry run; cert-manager kinds aside)")
 		Expect(client.IgnoreAlreadyExists(env.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "caprf-system"}}))).To(Succeed())
