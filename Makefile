@@ -42,8 +42,12 @@ $(GOLANGCI_LINT):
 .PHONY: tools
 tools: $(CONTROLLER_GEN) $(GOLANGCI_LINT) ## Build the code generator and the linter.
 
+.PHONY: clusterctl
+clusterctl: ## Build (once) clusterctl of the pinned CAPI version from the Go module proxy; prints its path.
+	@./hack/clusterctl.sh
+
 .PHONY: envtest
-envtest: ## Build (once) kube-apiserver and etcd for envtest; prints the assets folder.
+envtest: ## Build (once) kube-apiserver, etcd and kube-controller-manager for envtest; prints the assets folder.
 	@./hack/envtest-assets.sh
 
 ##@ Development

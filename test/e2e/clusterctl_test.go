@@ -3,7 +3,9 @@ package e2e
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -99,6 +101,19 @@ IMAGE_CHECKSUM: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
 		Expect(described.Images()).To(ConsistOf("ghcr.io/caprf/cluster-api-provider-redfish:v0.1.0"))
 		Expect(described.Variables()).To(ConsistOf(componentVariables))
 		Expect(described.Version()).To(Equal("v0.1.0"))
+
+		By("running the clusterctl binary the README tells users to build (hack/clusterctl.sh) with --describe")
+		clusterctlPath, err := exec.Command("../../hack/clusterctl.sh").Output()
+		Expect(err).NotTo(HaveOccurred(), "building clusterctl: %v", err)
+		bin := strings.TrimSpace(string(clusterctlPath))
+		out, err := exec.Command(bin, "generate", "provider", "--infrastructure", "redfish:v0.1.0", "--describe", "--config", config).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+		Expect(string(out)).To(And(
+			ContainSubstring("Name:               redfish"),
+			ContainSubstring("Version:            v0.1.0"),
+			ContainSubstring("ghcr.io/caprf/cluster-api-provider-redfish:v0.1.0"),
+			ContainSubstring("CAPRF_SEED_URL"),
+		))
 
 		By("admitting the components into a real API server (server-side apply, dry run; cert-manager kinds aside)")
 		Expect(client.IgnoreAlreadyExists(env.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "caprf-system"}}))).To(Succeed())

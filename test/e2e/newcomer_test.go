@@ -7,10 +7,12 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/sample"
+	"github.com/caprf/cluster-api-provider-redfish/simulator"
 )
 
 // What a newcomer runs into when adding servers: hosts registered in another namespace than the
@@ -117,5 +119,36 @@ var _ = Describe("Host status follows the BMC", Label("status-fresh"), func() {
 			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
 		}, 2*bmcCheckInterval, 250*time.Millisecond).Should(Succeed())
 		GinkgoWriter.Printf("BMCReachable False %s after the BMC went away\n", time.Since(start).Round(time.Millisecond))
+	})
+})
+
+var _ = Describe("Pausing a host", Label("pause"), func() {
+	It("does nothing on the BMC of a host carrying cluster.x-k8s.io/paused until the annotation is removed", func() {
+		b := newBed("pause", 1, nil)
+		b.waitHostsAvailable(1)
+		server := b.fleet.Servers[0]
+		h := &infrav1.RedfishHost{}
+		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: server.ID()}, h)).To(Succeed())
+		patchAnnotations(h, map[string]string{clusterv1.PausedAnnotation: ""})
+		Eventually(func(g Gomega) {
+			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(h), h)).To(Succeed())
+			c := findCondition(h.Status.Conditions, infrav1.PausedCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		}).Should(Succeed())
+
+		By("asking the paused host to power on: nothing reaches the BMC")
+		requests := server.Stats().Requests
+		before := h.DeepCopy()
+		h.Spec.Online = ptr.To(true)
+		Expect(env.Patch(ctx, h, client.MergeFrom(before))).To(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(server.PowerState()).To(Equal(simulator.PowerOff))
+			g.Expect(server.Stats().Requests).To(Equal(requests))
+		}, 3*time.Second, 250*time.Millisecond).Should(Succeed())
+
+		By("unpausing: the host powers on")
+		patchAnnotations(h, map[string]string{clusterv1.PausedAnnotation: ""}, true)
+		Eventually(server.PowerState).Should(Equal(simulator.PowerOn))
 	})
 })
