@@ -137,7 +137,7 @@ func Run(ctx context.Context, o Options) (retErr error) {
 	}
 	w.Env, w.Client = env, env.Client
 	defer func() {
-		w.Printf("stopping the controllers, kube-apiserver and etcd")
+		w.Printf("stopping the controllers, kube-apiserver, etcd and kube-controller-manager")
 		stopStart := time.Now()
 		if err := env.Stop(); err != nil {
 			retErr = errors.Join(retErr, err)

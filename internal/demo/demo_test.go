@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -63,6 +64,39 @@ func apiServerGone(t *testing.T, dir string) {
 	if conn, err := net.DialTimeout("tcp", u.Host, time.Second); err == nil {
 		_ = conn.Close()
 		t.Fatalf("kube-apiserver at %s still accepts connections after the demo returned", u.Host)
+	}
+	controllerManagersGone(t, cfg.Host)
+}
+
+// controllerManagersGone fails the test when a kube-controller-manager outlived its environment:
+// one still points at apiServer, or its kubeconfig (in a folder the environment removes once the
+// process exited) is gone while the process still runs. Environments of other test packages
+// running meanwhile point elsewhere and still have theirs.
+func controllerManagersGone(t *testing.T, apiServer string) {
+	t.Helper()
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range cmdlines {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		args := strings.Split(string(raw), "\x00")
+		if !strings.HasSuffix(args[0], "kube-controller-manager") {
+			continue
+		}
+		for _, a := range args {
+			kc, ok := strings.CutPrefix(a, "--kubeconfig=")
+			if !ok {
+				continue
+			}
+			cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+			switch {
+			case os.IsNotExist(err) || (err != nil && strings.Contains(err.Error(), "no such file")):
+				t.Fatalf("kube-controller-manager (%s) still runs after its environment stopped", filepath.Dir(f))
+			case err == nil && cfg.Host == apiServer:
+				t.Fatalf("kube-controller-manager (%s) of the demo's API server %s still runs", filepath.Dir(f), apiServer)
+			}
+		}
 	}
 }
 
