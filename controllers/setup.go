@@ -37,6 +37,9 @@ type Options struct {
 	// BMCCheckInterval is how often a settled host re-reads its BMC, refreshing BMCReachable and
 	// the power state (default 1m).
 	BMCCheckInterval time.Duration
+	// OrphanGracePeriod is how long a claimed host's RedfishMachine may be missing before the
+	// host releases the claim (default 2m).
+	OrphanGracePeriod time.Duration
 }
 
 // RBAC of the manager, least privilege: our kinds, CAPI objects it reads, the Secrets holding BMC
@@ -62,7 +65,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := (&host.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, SeedBaseURL: opts.SeedBaseURL,
 		Recorder: mgr.GetEventRecorder("redfishhost-controller"), WatchFilterValue: opts.WatchFilterValue, PollInterval: opts.PollInterval,
-		RetryInterval: opts.BMCRetryInterval, CheckInterval: opts.BMCCheckInterval,
+		RetryInterval: opts.BMCRetryInterval, CheckInterval: opts.BMCCheckInterval, OrphanGracePeriod: opts.OrphanGracePeriod,
 	}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 		return err
 	}

@@ -245,9 +245,16 @@ type HostClaim struct {
 	Provisioned bool `json:"provisioned,omitempty"`
 
 	// release is set by the consumer when it is deleted: the host powers off, is cleaned unless
-	// the claim says otherwise, and returns to the pool (reserved for owner with nodeReuse).
+	// the claim says otherwise, and returns to the pool (reserved for owner with nodeReuse). The
+	// host controller sets it too when the consumer no longer exists (consumerMissingSince).
 	// +optional
 	Release bool `json:"release,omitempty"`
+
+	// consumerMissingSince is when the host controller first found the consumer gone (its
+	// finalizer removed by hand, a partial restore). Still gone after a grace period (moves
+	// recreate machines), the claim is released like a deleted machine's.
+	// +optional
+	ConsumerMissingSince *metav1.Time `json:"consumerMissingSince,omitempty"`
 }
 
 // RedfishHostStatus is the observed state of one physical server.

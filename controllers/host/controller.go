@@ -55,6 +55,9 @@ type Reconciler struct {
 	// CheckInterval is how often a settled host re-reads its BMC: BMCReachable and the power
 	// state are never older than this. Default 1m.
 	CheckInterval time.Duration
+	// OrphanGracePeriod is how long a claim's consumer may be missing before the claim is
+	// released (clusterctl move and restores recreate machines). Default 2m.
+	OrphanGracePeriod time.Duration
 
 	// transitions counts, per host, the reconciles that found the power in transition: the
 	// next look comes after PollInterval doubled that many times (at most maxTransitionBackoff).
@@ -74,6 +77,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	}
 	if r.CheckInterval == 0 {
 		r.CheckInterval = time.Minute
+	}
+	if r.OrphanGracePeriod == 0 {
+		r.OrphanGracePeriod = 2 * time.Minute
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&infrav1.RedfishHost{}).
@@ -131,9 +137,43 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if controllerutil.AddFinalizer(host, Finalizer) {
 		return ctrl.Result{}, nil
 	}
+	if wait, err := r.releaseOrphanedClaim(ctx, host); err != nil || wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, err
+	}
 	s := &scope{host: host}
 	res, err := r.handlers()[stateOf(host)](ctx, s)
 	return r.followTransition(req.NamespacedName, s, res), err
+}
+
+// releaseOrphanedClaim releases a claim whose consumer (a RedfishMachine) no longer exists, so
+// the host is deprovisioned normally instead of staying claimed forever. The consumer is read
+// from the API server; it must stay missing for OrphanGracePeriod. A positive wait means: look
+// again then, doing nothing else now.
+func (r *Reconciler) releaseOrphanedClaim(ctx context.Context, h *infrav1.RedfishHost) (time.Duration, error) {
+	c := h.Status.Claim
+	if c == nil || c.Release {
+		return 0, nil
+	}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Consumer.Namespace, Name: c.Consumer.Name}, &metav1.PartialObjectMetadata{
+		TypeMeta: metav1.TypeMeta{APIVersion: infrav1.GroupVersion.String(), Kind: "RedfishMachine"},
+	})
+	switch {
+	case err == nil:
+		c.ConsumerMissingSince = nil
+		return 0, nil
+	case !apierrors.IsNotFound(err):
+		return 0, err
+	case c.ConsumerMissingSince == nil:
+		now := metav1.Now()
+		c.ConsumerMissingSince = &now
+		return r.OrphanGracePeriod, nil
+	}
+	if left := r.OrphanGracePeriod - time.Since(c.ConsumerMissingSince.Time); left > 0 {
+		return left, nil
+	}
+	c.Release, c.ConsumerMissingSince = true, nil
+	r.event(h, "ConsumerGone", "Release", "%s %s no longer exists (missing for %s): releasing the host", c.Consumer.Kind, c.Consumer.Name, r.OrphanGracePeriod)
+	return 0, nil
 }
 
 // followTransition re-reads a power state in transition (PoweringOn, PoweringOff, or a power

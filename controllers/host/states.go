@@ -35,7 +35,6 @@ func (r *Reconciler) handlers() map[infrav1.HostState]handler {
 	}
 }
 
-
 // connectOrWait connects to the BMC; when that fails the host keeps its state (a claimed host
 // does not lose its claim because its BMC is briefly down) and is retried later.
 func (r *Reconciler) connectOrWait(ctx context.Context, s *scope) (ctrl.Result, bool) {

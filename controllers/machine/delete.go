@@ -22,8 +22,10 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 	if err := r.deleteSeed(ctx, rm); err != nil {
 		return ctrl.Result{}, err
 	}
+	// From the API server, not the cache: a claim the cache has not seen yet would be left
+	// behind, held by a machine that no longer exists, once the finalizer is gone.
 	hosts := &infrav1.RedfishHostList{}
-	if err := r.Client.List(ctx, hosts, client.InNamespace(rm.Namespace)); err != nil {
+	if err := r.APIReader.List(ctx, hosts, client.InNamespace(rm.Namespace)); err != nil {
 		return ctrl.Result{}, err
 	}
 	for i := range hosts.Items {

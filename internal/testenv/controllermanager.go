@@ -106,17 +106,27 @@ func (m *controllerManager) Stop() error {
 	defer func() { _ = os.RemoveAll(m.dir) }()
 	_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGTERM)
 	select {
-	case <-m.done:
-		return nil
+	case err := <-m.done:
+		return exited(err)
 	case <-time.After(10 * time.Second):
 	}
 	_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
 	select {
-	case <-m.done:
-		return nil
+	case err := <-m.done:
+		return exited(err)
 	case <-time.After(5 * time.Second):
 		return errors.New("kube-controller-manager did not exit after SIGKILL")
 	}
+}
+
+// exited is the outcome of waiting for a process this code signalled: any exit status is expected,
+// only a failure to wait is an error.
+func exited(err error) error {
+	var exit *exec.ExitError
+	if err == nil || errors.As(err, &exit) {
+		return nil
+	}
+	return err
 }
 
 // logWriter turns a process's output into log lines.

@@ -44,7 +44,7 @@ type Host struct {
 // ValidateCreate checks the BMC address; a missing credentials Secret is only a warning (GitOps
 // tools may apply the host before its Secret).
 func (v *Host) ValidateCreate(ctx context.Context, h *infrav1.RedfishHost) (admission.Warnings, error) {
-	return v.validate(ctx, h)
+	return v.validate(ctx, h, true)
 }
 
 // ValidateUpdate checks like ValidateCreate, and refuses to re-point a claimed host at another
@@ -58,7 +58,10 @@ func (v *Host) ValidateUpdate(ctx context.Context, old, h *infrav1.RedfishHost) 
 				c.Consumer.Kind, c.Consumer.Name, old.Status.State)),
 		})
 	}
-	return v.validate(ctx, h)
+	// Only a changed identity is checked against the other hosts: updates of anything else
+	// (finalizers, labels, cordon) must keep working whatever was registered before.
+	identityChanged := old.Spec.BMC.Address != h.Spec.BMC.Address || !strings.EqualFold(old.Spec.BootMACAddress, h.Spec.BootMACAddress)
+	return v.validate(ctx, h, identityChanged)
 }
 
 // ValidateDelete allows every delete (a claimed host waits for its machine in its finalizer).
@@ -66,10 +69,17 @@ func (v *Host) ValidateDelete(context.Context, *infrav1.RedfishHost) (admission.
 	return nil, nil
 }
 
-func (v *Host) validate(ctx context.Context, h *infrav1.RedfishHost) (admission.Warnings, error) {
+func (v *Host) validate(ctx context.Context, h *infrav1.RedfishHost, checkDuplicates bool) (admission.Warnings, error) {
 	var errs field.ErrorList
 	if _, err := bmc.ParseAddress(h.Spec.BMC.Address); err != nil {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "bmc", "address"), redactedAddress(h.Spec.BMC.Address), err.Error()))
+	}
+	if len(errs) == 0 && checkDuplicates {
+		dup, err := v.duplicates(ctx, h)
+		if err != nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("checking for another host with the same BMC system or boot MAC: %w", err))
+		}
+		errs = append(errs, dup...)
 	}
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(infrav1.GroupVersion.WithKind("RedfishHost").GroupKind(), h.Name, errs)
@@ -86,6 +96,47 @@ func (v *Host) validate(ctx context.Context, h *infrav1.RedfishHost) (admission.
 		}
 	}
 	return warnings, nil
+}
+
+// duplicates refuses a host whose BMC system or boot MAC another RedfishHost (in any namespace)
+// already has: two hosts for one server defeat exclusive claims (both can be claimed, and each
+// claim powers the same server) and make the BMC client pool swap back and forth.
+func (v *Host) duplicates(ctx context.Context, h *infrav1.RedfishHost) (field.ErrorList, error) {
+	if v.Reader == nil {
+		return nil, nil
+	}
+	mine, err := bmc.ParseAddress(h.Spec.BMC.Address)
+	if err != nil {
+		return nil, nil // reported by the caller
+	}
+	hosts := &infrav1.RedfishHostList{}
+	if err := v.Reader.List(ctx, hosts); err != nil {
+		return nil, err
+	}
+	var errs field.ErrorList
+	mac := strings.ToLower(h.Spec.BootMACAddress)
+	for i := range hosts.Items {
+		o := &hosts.Items[i]
+		if o.Namespace == h.Namespace && o.Name == h.Name {
+			continue
+		}
+		other := o.Namespace + "/" + o.Name
+		if theirs, err := bmc.ParseAddress(o.Spec.BMC.Address); err == nil && sameSystem(mine, theirs) {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "bmc", "address"), redactedAddress(h.Spec.BMC.Address),
+				"RedfishHost "+other+" already manages this BMC system ("+theirs.BaseURL+theirs.SystemPath+"); one server is registered once"))
+		}
+		if mac != "" && strings.ToLower(o.Spec.BootMACAddress) == mac {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "bootMACAddress"), h.Spec.BootMACAddress,
+				"RedfishHost "+other+" already boots from this MAC; one server is registered once"))
+		}
+	}
+	return errs, nil
+}
+
+// sameSystem says whether two addresses reach the same system: the same Redfish service and the
+// same system path, or one of them without a path (the BMC's only system, discovered).
+func sameSystem(a, b bmc.Address) bool {
+	return a.BaseURL == b.BaseURL && (a.SystemPath == "" || b.SystemPath == "" || a.SystemPath == b.SystemPath)
 }
 
 // redactedAddress never echoes credentials typed into the URL: neither the password nor the

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 )
@@ -76,4 +78,46 @@ func TestClaimedHostCannotBeRepointedAtAnotherBMC(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestOneServerIsRegisteredOnce(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := infrav1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	existing := host("redfish://10.0.0.57/redfish/v1/Systems/1", nil)
+	existing.Namespace, existing.Name = "rack1", "u07"
+	existing.Spec.BootMACAddress = "52:54:00:00:07:01"
+	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(existing).Build()
+	v := &Host{Reader: reader}
+	for _, tc := range []struct {
+		name, address, mac string
+		wantErr            string // "" = accepted
+	}{
+		{name: "same system, other namespace", address: "redfish://10.0.0.57/redfish/v1/Systems/1", wantErr: "RedfishHost rack1/u07 already manages this BMC system"},
+		{name: "same BMC, system discovered", address: "redfish+https://10.0.0.57:443", wantErr: "RedfishHost rack1/u07 already manages this BMC system"},
+		{name: "same BMC, another system (a blade chassis)", address: "redfish://10.0.0.57/redfish/v1/Systems/2"},
+		{name: "same boot MAC, other case", address: "redfish://10.0.0.58", mac: "52:54:00:00:07:01", wantErr: "RedfishHost rack1/u07 already boots from this MAC"},
+		{name: "another server", address: "redfish://10.0.0.58", mac: "52:54:00:00:08:01"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := host(tc.address, nil)
+			h.Spec.BootMACAddress = strings.ToUpper(tc.mac)
+			_, err := v.ValidateCreate(t.Context(), h)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("want an error containing %q, got %v", tc.wantErr, err)
+			}
+		})
+	}
+	t.Run("updates that keep the identity are not checked (hosts registered before the check keep working)", func(t *testing.T) {
+		dup := host("redfish://10.0.0.57/redfish/v1/Systems/1", nil)
+		updated := dup.DeepCopy()
+		updated.Labels = map[string]string{"rack": "1"}
+		if _, err := v.ValidateUpdate(t.Context(), dup, updated); err != nil {
+			t.Fatalf("refused: %v", err)
+		}
+	})
 }

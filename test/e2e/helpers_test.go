@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -19,6 +20,9 @@ import (
 	"github.com/caprf/cluster-api-provider-redfish/internal/testenv"
 	"github.com/caprf/cluster-api-provider-redfish/simulator"
 )
+
+// fleets numbers the beds' simulated fleets.
+var fleets atomic.Int32
 
 // bed is one scenario's world: a namespace, a simulated fleet running the simulated OS, one
 // RedfishHost per server, and a Cluster.
@@ -56,7 +60,10 @@ func startBed(name string, n int, o bedOptions) *bed {
 	}
 	ns, err := env.CreateNamespace(ctx, name)
 	Expect(err).NotTo(HaveOccurred())
-	fleet, err := simulator.StartFleet(simulator.FleetOptions{Servers: n, NamePrefix: name, PowerLatency: o.powerLatency, TaskDuration: time.Second})
+	// Every bed's servers get MACs and UUIDs of their own: one server is registered only once.
+	fleet, err := simulator.StartFleet(simulator.FleetOptions{
+		Servers: n, NamePrefix: name, Fleet: uint8(fleets.Add(1)), PowerLatency: o.powerLatency, TaskDuration: time.Second, //nolint:gosec // fewer than 255 beds.
+	})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(fleet.Close)
 	// The simulated kubelet talks to the API server directly, as a real one does (no cache).

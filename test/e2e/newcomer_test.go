@@ -152,3 +152,40 @@ var _ = Describe("Pausing a host", Label("pause"), func() {
 		Eventually(server.PowerState).Should(Equal(simulator.PowerOn))
 	})
 })
+
+var _ = Describe("Registering a server twice", Label("duplicate-bmc"), func() {
+	It("refuses a second host with the same BMC system or boot MAC, naming the other host", func() {
+		b := newBed("dup", 1, nil)
+		first := b.hosts()[0]
+		other, err := env.CreateNamespace(ctx, "dup-other")
+		Expect(err).NotTo(HaveOccurred())
+
+		sameSystem := &infrav1.RedfishHost{
+			ObjectMeta: metav1.ObjectMeta{Namespace: other.Name, Name: "again"},
+			Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: first.Spec.BMC.Address, CredentialsName: "x"}},
+		}
+		err = env.Create(ctx, sameSystem)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("RedfishHost " + b.ns + "/" + first.Name + " already manages this BMC system"))
+
+		sameMAC := &infrav1.RedfishHost{
+			ObjectMeta: metav1.ObjectMeta{Namespace: other.Name, Name: "again"},
+			Spec: infrav1.RedfishHostSpec{
+				BMC:            infrav1.BMC{Address: "redfish://127.0.0.1:1/redfish/v1/Systems/1", CredentialsName: "x"},
+				BootMACAddress: first.Spec.BootMACAddress,
+			},
+		}
+		err = env.Create(ctx, sameMAC)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("RedfishHost " + b.ns + "/" + first.Name + " already boots from this MAC"))
+
+		By("re-pointing another host at the registered BMC: refused the same way")
+		sameMAC.Spec.BootMACAddress = ""
+		Expect(env.Create(ctx, sameMAC)).To(Succeed())
+		before := sameMAC.DeepCopy()
+		sameMAC.Spec.BMC.Address = first.Spec.BMC.Address
+		err = env.Patch(ctx, sameMAC, client.MergeFrom(before))
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("already manages this BMC system"))
+	})
+})

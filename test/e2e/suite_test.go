@@ -28,6 +28,9 @@ import (
 // bmcCheckInterval is how often settled hosts re-read their BMC in these scenarios.
 const bmcCheckInterval = 15 * time.Second
 
+// orphanGracePeriod is how long a claimed host's RedfishMachine may be missing in these scenarios.
+const orphanGracePeriod = 3 * time.Second
+
 var (
 	env         *testenv.Environment
 	ctx         context.Context
@@ -61,13 +64,14 @@ var _ = BeforeSuite(func() {
 		Logger: &logger,
 		SetupProvider: func(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache) error {
 			return provider.Setup(ctx, mgr, func() (net.Listener, error) { return seedListener, nil }, controllers.Options{
-				Controller:       controller.Options{MaxConcurrentReconciles: 10},
-				ClusterCache:     cc,
-				SeedBaseURL:      seedBaseURL,
-				PollInterval:     500 * time.Millisecond,
-				BMCRetryInterval: 2 * time.Second,
-				BMCCheckInterval: bmcCheckInterval,
-				BMC:              bmc.Options{CallTimeout: 20 * time.Second, AttemptTimeout: 5 * time.Second, BreakerCooldown: 5 * time.Second},
+				Controller:        controller.Options{MaxConcurrentReconciles: 10},
+				ClusterCache:      cc,
+				SeedBaseURL:       seedBaseURL,
+				PollInterval:      500 * time.Millisecond,
+				BMCRetryInterval:  2 * time.Second,
+				BMCCheckInterval:  bmcCheckInterval,
+				OrphanGracePeriod: orphanGracePeriod,
+				BMC:               bmc.Options{CallTimeout: 20 * time.Second, AttemptTimeout: 5 * time.Second, BreakerCooldown: 5 * time.Second},
 			})
 		},
 	})
