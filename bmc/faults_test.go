@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -224,5 +225,61 @@ func TestParseAddress(t *testing.T) {
 		if err != nil || got.BaseURL != tc.base || got.SystemPath != tc.system {
 			t.Errorf("%q = %+v, %v; want %s %s", tc.in, got, err, tc.base, tc.system)
 		}
+	}
+}
+
+// A session that expires while several requests are in flight is renewed once: the late 401s of
+// requests sent with the old token must not wipe the session a sibling just created, and the old
+// session is deleted once.
+func TestConcurrentSessionRenewalCreatesOneSessionAndDeletesTheOldOnce(t *testing.T) {
+	s := newSim(t, simulator.Config{})
+	opts := fastOpts
+	opts.MaxConcurrentRequests = 8
+	opts.AttemptTimeout = 2 * time.Second
+	c := connectTo(t, s, opts)
+	ctx := context.Background()
+	if _, err := c.PowerState(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.ExpireSessions()
+	before := s.Stats()
+
+	// 7 requests in flight with the old token, answered slowly...
+	s.Fault.Latency(300 * time.Millisecond)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 7 {
+		wg.Go(func() {
+			if _, err := c.PowerState(ctx); err != nil {
+				errs <- err
+			}
+		})
+	}
+	waitFor(t, 5*time.Second, "7 requests at the BMC", func() (bool, any) {
+		n := s.Stats().Requests["GET"] - before.Requests["GET"]
+		return n >= 7, n
+	})
+	// ...while an 8th is refused at once and renews the session: the 7 late 401s come back after
+	// the new session exists.
+	s.Fault.Latency(0)
+	if _, err := c.PowerState(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("request failed: %v", err)
+	}
+	// The refused session is deleted in the background, once the new one exists.
+	waitFor(t, 5*time.Second, "the refused session deleted", func() (bool, any) {
+		n := s.Stats().Requests["DELETE"] - before.Requests["DELETE"]
+		return n >= 1, n
+	})
+	after := s.Stats()
+	if n := after.SessionsCreated - before.SessionsCreated; n != 1 {
+		t.Errorf("%d new sessions for one expiry, want exactly 1", n)
+	}
+	if n := after.Requests["DELETE"] - before.Requests["DELETE"]; n != 1 {
+		t.Errorf("the expired session was deleted %d times, want once", n)
 	}
 }

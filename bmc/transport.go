@@ -33,7 +33,8 @@ type transport struct {
 	mu         sync.Mutex
 	token      string
 	sessionURI string
-	basicAuth  bool // the BMC has no SessionService: fall back to HTTP Basic
+	stale      string // URI of a session the BMC refused, deleted once the new one exists
+	basicAuth  bool   // the BMC has no SessionService: fall back to HTTP Basic
 
 	requests atomic.Int64
 	logins   atomic.Int64
@@ -79,12 +80,12 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				return nil, err
 			}
 		}
-		resp, err := t.attempt(req, body, !public)
+		resp, used, err := t.attempt(req, body, !public)
 		t.breaker.record(err == nil && resp.StatusCode < 500)
 		if err == nil && resp.StatusCode == http.StatusUnauthorized && !public && !reauthed {
 			// The session expired or the BMC restarted: the request was refused, not executed.
 			drain(resp)
-			t.dropSession()
+			t.dropSession(used)
 			reauthed = true
 			attempt--
 			continue
@@ -103,12 +104,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // attempt sends one try, bounded by the per-BMC concurrency limit and the per-attempt timeout.
-func (t *transport) attempt(orig *http.Request, body []byte, authorize bool) (*http.Response, error) {
+// It returns the session token it sent ("" for none).
+func (t *transport) attempt(orig *http.Request, body []byte, authorize bool) (*http.Response, string, error) {
 	ctx := orig.Context()
 	select {
 	case t.sem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, "", ctx.Err()
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.opts.AttemptTimeout)
 	req := orig.Clone(ctx)
@@ -116,8 +118,9 @@ func (t *transport) attempt(orig *http.Request, body []byte, authorize bool) (*h
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.ContentLength = int64(len(body))
 	}
+	used := ""
 	if authorize {
-		t.authorize(req)
+		used = t.authorize(req)
 	}
 	t.requests.Add(1)
 	start := time.Now()
@@ -133,15 +136,16 @@ func (t *transport) attempt(orig *http.Request, body []byte, authorize bool) (*h
 	if err != nil {
 		cancel()
 		if errors.Is(err, context.DeadlineExceeded) && orig.Context().Err() == nil {
-			return nil, fmt.Errorf("%s %s: no answer within %s: %w", orig.Method, orig.URL.Path, t.opts.AttemptTimeout, err)
+			return nil, used, fmt.Errorf("%s %s: no answer within %s: %w", orig.Method, orig.URL.Path, t.opts.AttemptTimeout, err)
 		}
-		return nil, err
+		return nil, used, err
 	}
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
-	return resp, nil
+	return resp, used, nil
 }
 
-func (t *transport) authorize(req *http.Request) {
+// authorize sets the session token (or Basic credentials) and returns the token it set.
+func (t *transport) authorize(req *http.Request) string {
 	req.Header.Del("Authorization")
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -151,6 +155,7 @@ func (t *transport) authorize(req *http.Request) {
 	case t.basicAuth:
 		req.SetBasicAuth(t.username, t.password)
 	}
+	return t.token
 }
 
 // ensureSession logs in once; concurrent callers wait for the same login.
@@ -169,7 +174,7 @@ func (t *transport) ensureSession(ctx context.Context) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := t.attempt(req, payload, false)
+	resp, _, err := t.attempt(req, payload, false)
 	t.breaker.record(err == nil && resp.StatusCode < 500)
 	if err != nil {
 		return fmt.Errorf("creating a Redfish session: %w", err)
@@ -187,13 +192,20 @@ func (t *transport) ensureSession(ctx context.Context) error {
 		return fmt.Errorf("creating a Redfish session: HTTP %d", resp.StatusCode)
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.token = resp.Header.Get("X-Auth-Token")
 	t.sessionURI = resp.Header.Get("Location")
 	if t.token == "" {
 		t.basicAuth = true
 	}
+	stale := t.stale
+	t.stale = ""
+	t.mu.Unlock()
 	t.logins.Add(1)
+	if stale != "" {
+		// The BMC refused that session (expired, or the BMC restarted): delete it with the new one,
+		// so BMCs that allow few sessions do not keep it.
+		go t.deleteSession(stale)
+	}
 	return nil
 }
 
@@ -203,10 +215,32 @@ func (t *transport) hasAuth() bool {
 	return t.token != "" || t.basicAuth
 }
 
-func (t *transport) dropSession() {
+// dropSession forgets the session whose token a refused request carried, unless another request
+// already replaced it: a late 401 must not wipe the session a sibling just created.
+func (t *transport) dropSession(refused string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if refused == "" || t.token != refused {
+		return
+	}
+	t.stale = t.sessionURI
 	t.token, t.sessionURI = "", ""
+}
+
+// deleteSession deletes a session by URI, best effort.
+func (t *transport) deleteSession(uri string) {
+	ctx, cancel := context.WithTimeout(context.Background(), t.opts.AttemptTimeout)
+	defer cancel()
+	if uri[0] == '/' {
+		uri = t.baseURL + uri
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, uri, nil)
+	if err != nil {
+		return
+	}
+	if resp, _, err := t.attempt(req, nil, true); err == nil {
+		drain(resp)
+	}
 }
 
 // logout deletes the session on the BMC, best effort.
@@ -222,11 +256,13 @@ func (t *transport) logout(ctx context.Context) {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, uri, nil)
 	if err == nil {
-		if resp, err := t.attempt(req, nil, true); err == nil {
+		if resp, _, err := t.attempt(req, nil, true); err == nil {
 			drain(resp)
 		}
 	}
-	t.dropSession()
+	t.mu.Lock()
+	t.token, t.sessionURI = "", ""
+	t.mu.Unlock()
 }
 
 type cancelOnClose struct {
