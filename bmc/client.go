@@ -6,6 +6,7 @@ package bmc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -116,8 +117,10 @@ type Client interface {
 	UpdateFirmware(ctx context.Context, imageURI string, target FirmwareTarget) (string, error)
 	// TaskStatus reads a task through its monitor or task URI.
 	TaskStatus(ctx context.Context, uri string) (*Task, error)
-	// EraseDrives secure-erases every drive of the system (the cleaning primitive).
-	EraseDrives(ctx context.Context) error
+	// EraseDrives starts a secure erase of every drive of the system (the cleaning primitive) and
+	// returns one job per drive; follow each TaskURI with TaskStatus (empty: the BMC erased the
+	// drive before answering). ErrNothingToErase when the system has no drive Redfish can erase.
+	EraseDrives(ctx context.Context) ([]EraseJob, error)
 	// Stats reports the HTTP requests sent and sessions created by this client.
 	Stats() Stats
 }
@@ -641,29 +644,71 @@ func (c *client) TaskStatus(ctx context.Context, uri string) (*Task, error) {
 	return out, nil
 }
 
-func (c *client) EraseDrives(ctx context.Context) error {
+// EraseJob is the erase of one drive, started on the BMC.
+type EraseJob struct {
+	// Drive is the drive's Redfish path.
+	Drive string
+	// TaskURI is where the erase's progress is read (TaskStatus); empty when the BMC finished
+	// before it answered.
+	TaskURI string
+}
+
+func (c *client) EraseDrives(ctx context.Context) ([]EraseJob, error) {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
 	sys, err := c.system(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	storages, err := sys.Storage()
 	if err != nil {
-		return fmt.Errorf("listing storage: %w", classify(err))
+		return nil, fmt.Errorf("listing storage: %w", classify(err))
 	}
+	var jobs []EraseJob
+	without := 0
 	for _, st := range storages {
 		drives, err := st.Drives()
 		if err != nil {
-			return fmt.Errorf("listing drives of %s: %w", st.ODataID, classify(err))
+			return nil, fmt.Errorf("listing drives of %s: %w", st.ODataID, classify(err))
 		}
 		for _, d := range drives {
-			if _, err := d.SecureErase(1, schemas.CryptographicEraseDataSanitizationType); err != nil {
-				return fmt.Errorf("erasing drive %s: %w", d.ODataID, classify(err))
+			if !offersSecureErase(d.RawData) {
+				without++
+				continue
 			}
+			info, err := d.SecureErase(1, schemas.CryptographicEraseDataSanitizationType)
+			if err != nil {
+				return jobs, fmt.Errorf("erasing drive %s: %w", d.ODataID, classify(err))
+			}
+			job := EraseJob{Drive: d.ODataID}
+			if info != nil {
+				job.TaskURI = info.TaskMonitor
+			}
+			jobs = append(jobs, job)
 		}
 	}
-	return nil
+	if len(jobs) == 0 {
+		simple := 0
+		if ss, err := sys.SimpleStorage(); err == nil {
+			for _, s := range ss {
+				simple += len(s.Devices)
+			}
+		}
+		return nil, fmt.Errorf("%w: %d Storage drives without Drive.SecureErase, %d devices behind SimpleStorage (which has no erase)", ErrNothingToErase, without, simple)
+	}
+	return jobs, nil
+}
+
+// offersSecureErase says whether a drive's resource advertises the Drive.SecureErase action.
+func offersSecureErase(raw []byte) bool {
+	var d struct {
+		Actions struct {
+			SecureErase struct {
+				Target string `json:"target"`
+			} `json:"#Drive.SecureErase"`
+		}
+	}
+	return json.Unmarshal(raw, &d) == nil && d.Actions.SecureErase.Target != ""
 }
 
 // classify maps BMC answers to the package's sentinel errors, keeping the original text.

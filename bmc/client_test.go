@@ -3,6 +3,7 @@ package bmc
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -151,16 +152,56 @@ func TestFirmwareUpdateProgressesAndIsNeverStartedTwice(t *testing.T) {
 	}
 }
 
-func TestEraseDrivesErasesEveryDriveOnce(t *testing.T) {
-	s := newSim(t, simulator.Config{})
+func TestEraseDrivesStartsAnEraseOfEveryDriveAndTheTasksTellWhenItIsDone(t *testing.T) {
+	s := newSim(t, simulator.Config{EraseDuration: 300 * time.Millisecond})
 	c := connectTo(t, s, Options{})
-	if err := c.EraseDrives(context.Background()); err != nil {
+	ctx := context.Background()
+	jobs, err := c.EraseDrives(ctx)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if len(jobs) != len(s.DriveErasures()) {
+		t.Fatalf("%d erase jobs for %d drives", len(jobs), len(s.DriveErasures()))
+	}
+	for _, j := range jobs {
+		if j.TaskURI == "" {
+			t.Fatalf("the BMC answered 202 with a task monitor, but job %s has no task", j.Drive)
+		}
+		st, err := c.TaskStatus(ctx, j.TaskURI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Done {
+			t.Fatalf("erase of %s reported done at once", j.Drive)
+		}
+	}
+	for id, n := range s.DriveErasures() {
+		if n != 0 {
+			t.Errorf("drive %s counted as erased (%d) while its erase runs", id, n)
+		}
+	}
+	for _, j := range jobs {
+		waitFor(t, 5*time.Second, "erase of "+j.Drive, func() (bool, any) {
+			st, err := c.TaskStatus(ctx, j.TaskURI)
+			if err != nil {
+				return false, err
+			}
+			return st.Done && !st.Failed, st.State
+		})
 	}
 	for id, n := range s.DriveErasures() {
 		if n != 1 {
 			t.Errorf("drive %s erased %d times", id, n)
 		}
+	}
+}
+
+func TestEraseDrivesOnASystemWithNothingErasableSaysSo(t *testing.T) {
+	s := newSim(t, simulator.Config{NoSecureErase: true})
+	c := connectTo(t, s, Options{})
+	_, err := c.EraseDrives(context.Background())
+	if !errors.Is(err, ErrNothingToErase) || !strings.Contains(err.Error(), "2 Storage drives without Drive.SecureErase") {
+		t.Fatalf("want ErrNothingToErase naming the 2 drives, got %v", err)
 	}
 }
 

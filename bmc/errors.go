@@ -14,6 +14,9 @@ var (
 	// ErrConflict means the BMC refused the operation because the resource is busy (HTTP 409),
 	// typically a power transition in progress. Try again later.
 	ErrConflict = errors.New("the BMC is busy with another operation (409 Conflict)")
+	// ErrNothingToErase means the system has no drive Redfish can erase (no Drive.SecureErase
+	// action, or drives only behind SimpleStorage): cleaning cannot be done through this BMC.
+	ErrNothingToErase = errors.New("the BMC offers no drive erase (Drive.SecureErase)")
 )
 
 // UnknownAttributesError lists BIOS attributes the BMC's registry does not know or whose values

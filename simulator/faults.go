@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -18,6 +19,12 @@ type Faults struct {
 	unavailableTil time.Time      // BMC rebooting: 503 until then
 	wrongPowerTil  time.Time      // power state reported inverted until then
 	drops          map[string]int // method -> next N answers lost after the request was carried out
+	pathDrops      []pathDrop     // the same, for requests to one path only
+}
+
+type pathDrop struct {
+	method, suffix string
+	n              int
 }
 
 // DropResponses makes the BMC carry out the next n requests with the given method and then close
@@ -31,9 +38,23 @@ func (f *Faults) DropResponses(method string, n int) {
 	f.drops[method] = n
 }
 
-func (f *Faults) takeDrop(method string) bool {
+// DropResponsesTo is DropResponses for requests whose path ends with suffix, e.g.
+// "/Actions/ComputerSystem.Reset": only the power action's answer is lost.
+func (f *Faults) DropResponsesTo(method, suffix string, n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.pathDrops = append(f.pathDrops, pathDrop{method: method, suffix: suffix, n: n})
+}
+
+func (f *Faults) takeDrop(method, path string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.pathDrops {
+		if d := &f.pathDrops[i]; d.n > 0 && d.method == method && strings.HasSuffix(path, d.suffix) {
+			d.n--
+			return true
+		}
+	}
 	if f.drops[method] > 0 {
 		f.drops[method]--
 		return true

@@ -14,14 +14,16 @@ type FleetOptions struct {
 	NamePrefix string
 	// Fleet numbers this fleet: MACs and UUIDs of fleets with different numbers never collide
 	// (default 0). Give every fleet registered in one namespace its own number and prefix.
-	Fleet uint8
+	Fleet uint16
 	// Username and Password every BMC accepts (default admin / password).
 	Username, Password string
-	// PowerLatency, TaskDuration, TLS and PoweredOn as in Config.
-	PowerLatency time.Duration
-	TaskDuration time.Duration
-	TLS          bool
-	PoweredOn    bool
+	// PowerLatency, TaskDuration, EraseDuration, NoSecureErase, TLS and PoweredOn as in Config.
+	PowerLatency  time.Duration
+	TaskDuration  time.Duration
+	EraseDuration time.Duration
+	NoSecureErase bool
+	TLS           bool
+	PoweredOn     bool
 }
 
 // Fleet is a set of simulated servers.
@@ -41,7 +43,8 @@ func StartFleet(opts FleetOptions) (*Fleet, error) {
 	for i := 0; i < opts.Servers; i++ {
 		s, err := New(Config{
 			ID: fmt.Sprintf("%s-%d", opts.NamePrefix, i), Index: i, Fleet: opts.Fleet, Username: opts.Username, Password: opts.Password,
-			PowerLatency: opts.PowerLatency, TaskDuration: opts.TaskDuration, TLS: opts.TLS, PoweredOn: opts.PoweredOn,
+			PowerLatency: opts.PowerLatency, TaskDuration: opts.TaskDuration, EraseDuration: opts.EraseDuration, NoSecureErase: opts.NoSecureErase,
+			TLS: opts.TLS, PoweredOn: opts.PoweredOn,
 		})
 		if err != nil {
 			f.Close()

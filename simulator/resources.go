@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 const (
@@ -351,22 +352,45 @@ func (s *Server) drive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := storagePath + "/Drives/" + d.id
-	writeJSON(w, 200, map[string]any{"@odata.id": p, "@odata.type": "#Drive.v1_17_0.Drive", "Id": d.id, "Name": d.id,
+	res := map[string]any{"@odata.id": p, "@odata.type": "#Drive.v1_17_0.Drive", "Id": d.id, "Name": d.id,
 		"Model": d.model, "SerialNumber": d.serial, "CapacityBytes": d.capacity, "MediaType": "SSD", "Protocol": "SATA",
-		"Status":  map[string]any{"State": "Enabled", "Health": "OK"},
-		"Actions": map[string]any{"#Drive.SecureErase": map[string]any{"target": p + "/Actions/Drive.SecureErase"}}})
+		"Status": map[string]any{"State": "Enabled", "Health": "OK"}}
+	if !s.cfg.NoSecureErase {
+		res["Actions"] = map[string]any{"#Drive.SecureErase": map[string]any{"target": p + "/Actions/Drive.SecureErase"}}
+	}
+	if d.erasing {
+		res["Operations"] = []any{map[string]any{"OperationName": "Sanitize", "PercentageComplete": 50}}
+	}
+	writeJSON(w, 200, res)
 }
 
+// secureErase starts an asynchronous erase, as real drives do (minutes to hours): 202 with a task
+// monitor; the drive counts as erased when the task completes.
 func (s *Server) secureErase(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.findDrive(r.PathValue("id"))
-	if d == nil {
-		writeError(w, 404, "Base.1.8.ResourceMissingAtURI", "No such drive.")
+	if d == nil || s.cfg.NoSecureErase {
+		writeError(w, 404, "Base.1.8.ResourceMissingAtURI", "No such drive or action.")
 		return
 	}
-	d.erased++
-	w.WriteHeader(http.StatusNoContent)
+	if d.erasing {
+		writeError(w, http.StatusConflict, "Base.1.8.ResourceInUse", "The drive is being erased.")
+		return
+	}
+	d.erasing = true
+	s.nextID++
+	t := &task{id: fmt.Sprintf("%d", s.nextID), state: TaskRunning, start: time.Now(), target: "Erase " + d.id,
+		message: "Secure erase of " + d.id + " started."}
+	s.tasks[t.id] = t
+	s.after(s.cfg.EraseDuration, func() {
+		d.erasing, d.erased = false, d.erased+1
+		t.state, t.end, t.percent = TaskCompleted, time.Now(), 100
+		t.message = "Secure erase of " + d.id + " completed."
+	})
+	w.Header().Set("Location", monitorPrefix+t.id)
+	w.Header().Set("Retry-After", "1")
+	writeJSON(w, http.StatusAccepted, t.resource())
 }
 
 func (s *Server) manager() map[string]any {

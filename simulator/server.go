@@ -22,13 +22,19 @@ type Config struct {
 	Index int
 	// Fleet makes MAC addresses and UUIDs unique across fleets: servers of two fleets with
 	// different Fleet numbers never share an identity. 0 for a single fleet.
-	Fleet uint8
+	Fleet uint16
 	// Username and Password the BMC accepts. Defaults: admin / password.
 	Username, Password string
 	// PowerLatency is how long a power transition takes. Default 0 (immediate, but still async).
 	PowerLatency time.Duration
 	// TaskDuration is how long a firmware update task runs. Default 2s.
 	TaskDuration time.Duration
+	// EraseDuration is how long a drive's SecureErase runs: the BMC answers 202 with a task
+	// monitor and the drive counts as erased when the task completes. Default 250ms.
+	EraseDuration time.Duration
+	// NoSecureErase models BMCs that offer no drive erase (e.g. drives only behind
+	// SimpleStorage): drives carry no Drive.SecureErase action and the action answers 404.
+	NoSecureErase bool
 	// SessionTimeout expires idle sessions. Default 30 minutes.
 	SessionTimeout time.Duration
 	// TLS serves HTTPS with a self-signed certificate instead of HTTP.
@@ -88,6 +94,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.SessionTimeout == 0 {
 		cfg.SessionTimeout = 30 * time.Minute
+	}
+	if cfg.EraseDuration == 0 {
+		cfg.EraseDuration = 250 * time.Millisecond
 	}
 	s := &Server{
 		cfg:      cfg,
@@ -190,7 +199,7 @@ func (s *Server) handler() http.Handler {
 			return
 		}
 		w.Header().Set("OData-Version", "4.0")
-		if s.Fault.takeDrop(r.Method) {
+		if s.Fault.takeDrop(r.Method, r.URL.Path) {
 			mux.ServeHTTP(httptest.NewRecorder(), r) // carried out, answer lost
 			if hj, ok := w.(http.Hijacker); ok {
 				if conn, _, err := hj.Hijack(); err == nil {

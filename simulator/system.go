@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -40,7 +41,8 @@ type bootOverride struct {
 type drive struct {
 	id, model, serial string
 	capacity          int64
-	erased            int // times secure-erased
+	erased            int  // times secure-erased (completed)
+	erasing           bool // an erase is running
 }
 
 type systemState struct {
@@ -78,11 +80,28 @@ func newSystemState(cfg Config) systemState {
 			{id: "Disk1", model: "MZ7LH960HAJR", serial: fmt.Sprintf("S4%s-1", cfg.ID), capacity: 960197124096},
 		},
 		macs: []string{
-			fmt.Sprintf("52:54:%02x:%02x:%02x:01", cfg.Fleet, (i>>8)&0xff, i&0xff),
-			fmt.Sprintf("52:54:%02x:%02x:%02x:02", cfg.Fleet, (i>>8)&0xff, i&0xff),
+			MAC(cfg.Fleet, i, 1),
+			MAC(cfg.Fleet, i, 2),
 		},
-		uuid: fmt.Sprintf("4c4c4544-0000-4000-80%02x-%012x", cfg.Fleet, i+1),
+		uuid: fmt.Sprintf("4c4c4544-%04x-4000-8000-%012x", cfg.Fleet, i+1),
 	}
+}
+
+// MAC is the address of NIC nic (1 or 2) of server index of fleet: locally administered,
+// 52:<0x54 xor fleet high byte>:<fleet low byte>:<index high>:<index low>:<nic>, so fleet 0 is
+// 52:54:00:… and no two (fleet, index, nic) share one.
+func MAC(fleet uint16, index, nic int) string {
+	return fmt.Sprintf("52:%02x:%02x:%02x:%02x:%02x", 0x54^byte(fleet>>8), byte(fleet), (index>>8)&0xff, index&0xff, nic)
+}
+
+// FleetOfMAC returns the fleet number a simulated server's MAC carries (see MAC), false for a MAC
+// of another shape.
+func FleetOfMAC(mac string) (uint16, bool) {
+	var b [6]int
+	if n, err := fmt.Sscanf(strings.ToLower(mac), "%02x:%02x:%02x:%02x:%02x:%02x", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5]); err != nil || n != 6 || b[0] != 0x52 {
+		return 0, false
+	}
+	return uint16(b[1]^0x54)<<8 | uint16(b[2]), true //nolint:gosec // bytes.
 }
 
 // biosRegistry describes every BIOS attribute: its type and, for enumerations, allowed values.

@@ -28,10 +28,17 @@ type task struct {
 	imageURI string
 }
 
+func (t *task) name() string {
+	if strings.HasPrefix(t.target, "Erase ") {
+		return "Secure erase " + strings.TrimPrefix(t.target, "Erase ")
+	}
+	return "Firmware update " + t.target
+}
+
 func (t *task) resource() map[string]any {
 	status := map[string]string{TaskRunning: "OK", TaskCompleted: "OK", TaskException: "Critical"}[t.state]
 	r := map[string]any{
-		"@odata.id": tasksPath + "/" + t.id, "@odata.type": "#Task.v1_7_1.Task", "Id": t.id, "Name": "Firmware update " + t.target,
+		"@odata.id": tasksPath + "/" + t.id, "@odata.type": "#Task.v1_7_1.Task", "Id": t.id, "Name": t.name(),
 		"TaskState": t.state, "TaskStatus": status, "PercentComplete": t.percent,
 		"StartTime": t.start.UTC().Format(time.RFC3339), "TaskMonitor": monitorPrefix + t.id,
 		"Messages": []any{map[string]any{"MessageId": "Update.1.0.UpdateInProgress", "Message": t.message}},

@@ -14,6 +14,9 @@ const (
 	InspectedCondition = "Inspected"
 	// HostClaimedCondition is True on a RedfishMachine that holds a host.
 	HostClaimedCondition = "HostClaimed"
+	// CleanedCondition is True once every drive of a released host was erased and the erase
+	// verified; False while erasing or when the host cannot be cleaned.
+	CleanedCondition = "Cleaned"
 )
 
 // Reasons used with the conditions above.
@@ -37,4 +40,13 @@ const (
 	BMCUnreachableReason     = "Unreachable"
 	BMCAddressInvalidReason  = "InvalidAddress"
 	CredentialsMissingReason = "CredentialsMissing"
+
+	// ErasingReason: secure erases run on the BMC.
+	ErasingReason = "Erasing"
+	// ErasedReason: every drive's erase completed.
+	ErasedReason = "Erased"
+	// EraseFailedReason: an erase failed or could not be started; it is tried again.
+	EraseFailedReason = "EraseFailed"
+	// NothingToEraseReason: the BMC offers no drive erase; the host is not released.
+	NothingToEraseReason = "NothingToErase"
 )

@@ -257,6 +257,20 @@ type HostClaim struct {
 	ConsumerMissingSince *metav1.Time `json:"consumerMissingSince,omitempty"`
 }
 
+// EraseStatus follows the drive erases of one cleaning.
+type EraseStatus struct {
+	// startedAt is when the erases were started on the BMC.
+	// +required
+	StartedAt metav1.Time `json:"startedAt,omitzero"`
+
+	// tasks are the BMC task monitors of the erases still to confirm.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=512
+	Tasks []string `json:"tasks,omitempty"`
+}
+
 // RedfishHostStatus is the observed state of one physical server.
 type RedfishHostStatus struct {
 	// state is the lifecycle state.
@@ -272,6 +286,17 @@ type RedfishHostStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	PowerState string `json:"powerState,omitempty"`
+
+	// erase follows the secure erase of a released host's drives (Cleaning).
+	// +optional
+	Erase *EraseStatus `json:"erase,omitempty"`
+
+	// registeredAddress is the spec.bmc.address the host was registered and inspected at. When
+	// the spec points elsewhere (an unclaimed host re-pointed at another server), the host
+	// registers and inspects again.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	RegisteredAddress string `json:"registeredAddress,omitempty"`
 
 	// inventory read over Redfish.
 	// +optional

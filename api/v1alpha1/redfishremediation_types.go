@@ -25,6 +25,11 @@ type RedfishRemediationSpec struct {
 	Mode RebootMode `json:"mode,omitempty"`
 }
 
+// RemediationRequestorPrefix starts the requestor of every reboot request a RedfishRemediation
+// puts on a host: "remediation/<name>". The host drops such a request once that remediation is
+// gone.
+const RemediationRequestorPrefix = "remediation/"
+
 // RedfishRemediationStatus reports the remediation.
 type RedfishRemediationStatus struct {
 	// phase of the remediation.

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -113,6 +114,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, nil, host); err != nil || isPaused || requeue {
 		return ctrl.Result{}, err
 	}
+	if dropped, err := r.dropOrphanedRemediationRequests(ctx, host); err != nil || dropped {
+		return ctrl.Result{}, err // the update wakes the next round
+	}
 	helper, err := patch.NewHelper(host, r.Client)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -125,7 +129,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			metrics.SetHostState(host.Namespace, host.Name, "")
 		}
 		if err := helper.Patch(ctx, host, patch.WithOwnedConditions{Conditions: []string{
-			infrav1.ReadyCondition, infrav1.BMCReachableCondition, infrav1.InspectedCondition, infrav1.PausedCondition,
+			infrav1.ReadyCondition, infrav1.BMCReachableCondition, infrav1.InspectedCondition, infrav1.PausedCondition, infrav1.CleanedCondition,
 		}}); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
@@ -140,9 +144,66 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if wait, err := r.releaseOrphanedClaim(ctx, host); err != nil || wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, err
 	}
+	if r.reregister(host) {
+		return ctrl.Result{}, nil // the status change wakes the next state
+	}
 	s := &scope{host: host}
 	res, err := r.handlers()[stateOf(host)](ctx, s)
 	return r.followTransition(req.NamespacedName, s, res), err
+}
+
+// dropOrphanedRemediationRequests removes reboot requests of RedfishRemediations that no longer
+// exist (read from the API server): a remediation withdraws its own request before it goes, but a
+// request left behind (by an older version, or a finalizer removed by hand) would hold the host
+// off forever. The change is its own optimistic-locked patch, so a request another requestor adds
+// meanwhile is never lost. True when requests were dropped.
+func (r *Reconciler) dropOrphanedRemediationRequests(ctx context.Context, h *infrav1.RedfishHost) (bool, error) {
+	kept := h.Spec.RebootRequests[:0:0]
+	for _, rr := range h.Spec.RebootRequests {
+		name, ok := strings.CutPrefix(rr.Requestor, infrav1.RemediationRequestorPrefix)
+		if ok {
+			err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: name}, &metav1.PartialObjectMetadata{
+				TypeMeta: metav1.TypeMeta{APIVersion: infrav1.GroupVersion.String(), Kind: "RedfishRemediation"},
+			})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return false, err
+			}
+		}
+		kept = append(kept, rr)
+	}
+	if len(kept) == len(h.Spec.RebootRequests) {
+		return false, nil
+	}
+	before := h.DeepCopy()
+	h.Spec.RebootRequests = kept
+	if err := r.Client.Patch(ctx, h, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) {
+			return true, nil // changed meanwhile: that change wakes the next round
+		}
+		return false, err
+	}
+	r.event(h, "RebootRequestDropped", "Power", "dropped %d reboot request(s) of RedfishRemediations that no longer exist", len(before.Spec.RebootRequests)-len(kept))
+	return true, nil
+}
+
+// reregister sends an unclaimed host whose spec.bmc.address no longer is the address it was
+// registered at back to Registering: it is another server now, whose inventory, power and
+// identity must be read afresh (admission refuses this change while the host is claimed or
+// reserved). True when it did.
+func (r *Reconciler) reregister(h *infrav1.RedfishHost) bool {
+	old := h.Status.RegisteredAddress
+	if old == "" || old == h.Spec.BMC.Address || h.Status.Claim != nil {
+		return false
+	}
+	r.Pool.Forget(old)
+	h.Status.State = infrav1.HostStateRegistering
+	h.Status.RegisteredAddress, h.Status.PowerState, h.Status.Inventory = "", "", nil
+	conditions.Delete(h, infrav1.InspectedCondition)
+	r.event(h, "BMCChanged", "Register", "spec.bmc.address changed: registering and inspecting the server again")
+	return true
 }
 
 // releaseOrphanedClaim releases a claim whose consumer (a RedfishMachine) no longer exists, so

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,6 +57,7 @@ func (r *Reconciler) register(ctx context.Context, s *scope) (ctrl.Result, error
 		return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
 	}
 	h.Status.State = infrav1.HostStateInspecting
+	h.Status.RegisteredAddress = h.Spec.BMC.Address
 	r.event(h, "Registered", "Register", "BMC %s answered with the given credentials", h.Spec.BMC.Address)
 	return ctrl.Result{}, nil // the status change wakes the next state
 }
@@ -231,7 +233,7 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 		return ctrl.Result{}, nil // the status change wakes the next state
 	}
 	if h.Status.BootIssuedAt != nil {
-		return ctrl.Result{RequeueAfter: r.CheckInterval}, r.keepPower(ctx, s, nil) // the consumer marks the claim provisioned
+		return r.powerOnOnce(ctx, s)
 	}
 
 	if ps := s.power; ps != bmc.PowerOff {
@@ -260,12 +262,25 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("preparing the provisioning boot: %w", err)
 	}
-	if err := r.reset(ctx, s, bmc.ResetOn); err != nil {
-		return ctrl.Result{}, ignoreConflict(err)
-	}
+	// Record the boot before sending it: once this is stored, the host is never powered off and
+	// booted again for this claim, whatever happens to the power-on request's answer.
 	now := metav1.Now()
 	h.Status.BootIssuedAt = &now
 	r.event(h, "Provisioning", "Provision", "booting %s for %s %s", c.BootMethod, c.Consumer.Kind, c.Consumer.Name)
+	return ctrl.Result{RequeueAfter: time.Millisecond}, nil // the power-on follows once this is stored
+}
+
+// powerOnOnce sends the provisioning power-on recorded in status.bootIssuedAt, resuming from the
+// BMC's power state: only a server that is off gets it, so a power-on whose answer was lost
+// (the server is on) is never followed by another one, nor by a power-off.
+func (r *Reconciler) powerOnOnce(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if s.power != bmc.PowerOff {
+		return ctrl.Result{RequeueAfter: r.CheckInterval}, nil // booted (or booting): the consumer marks the claim provisioned
+	}
+	if err := r.reset(ctx, s, bmc.ResetOn); err != nil {
+		// Not known to have reached the BMC, or refused: the next round reads the power again.
+		return ctrl.Result{RequeueAfter: r.PollInterval}, ignoreConflict(err)
+	}
 	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 }
 
@@ -301,7 +316,8 @@ func (r *Reconciler) deprovision(ctx context.Context, s *scope) (ctrl.Result, er
 		return ctrl.Result{}, err
 	}
 	h.Status.BootIssuedAt = nil
-	if c := h.Status.Claim; c != nil && c.AutomatedCleaningMode != infrav1.CleaningModeDisabled {
+	// Cleaning is skipped only when the claim says so: a claim that is missing fails closed.
+	if c := h.Status.Claim; c == nil || c.AutomatedCleaningMode != infrav1.CleaningModeDisabled {
 		h.Status.State = infrav1.HostStateCleaning
 		return ctrl.Result{}, nil // the status change wakes the next state
 	}
@@ -309,15 +325,63 @@ func (r *Reconciler) deprovision(ctx context.Context, s *scope) (ctrl.Result, er
 	return ctrl.Result{}, nil // the status change wakes the next state
 }
 
+// clean erases every drive and releases the host only once each erase completed. Erases run on
+// the BMC (minutes to hours on real drives); their task monitors are recorded in status.erase
+// and read each round, never waited on in a worker. A host with nothing Redfish can erase stays
+// Cleaning with a condition that says so: it is never released un-erased.
 func (r *Reconciler) clean(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if res, ok := r.connectOrWait(ctx, s); !ok {
 		return res, nil
 	}
-	if err := s.bmc.EraseDrives(ctx); err != nil {
-		return ctrl.Result{}, fmt.Errorf("cleaning: %w", err)
+	h := s.host
+	cleaned := func(status metav1.ConditionStatus, reason, format string, args ...any) {
+		conditions.Set(h, metav1.Condition{Type: infrav1.CleanedCondition, Status: status, Reason: reason, Message: fmt.Sprintf(format, args...)})
 	}
-	r.event(s.host, "Cleaned", "Clean", "erased every drive")
-	r.release(s.host)
+	if h.Status.Erase == nil {
+		jobs, err := s.bmc.EraseDrives(ctx)
+		switch {
+		case errors.Is(err, bmc.ErrNothingToErase):
+			cleaned(metav1.ConditionFalse, infrav1.NothingToEraseReason,
+				"Cannot clean through this BMC (%s); the host stays out of the pool. Erase it out of band, then delete and register the RedfishHost again; or provision it with automatedCleaningMode: Disabled", err)
+			return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
+		case err != nil:
+			cleaned(metav1.ConditionFalse, infrav1.EraseFailedReason, "Starting the erase failed, retrying: %s", err)
+			return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
+		}
+		h.Status.Erase = &infrav1.EraseStatus{StartedAt: metav1.Now()}
+		for _, j := range jobs {
+			if j.TaskURI != "" {
+				h.Status.Erase.Tasks = append(h.Status.Erase.Tasks, j.TaskURI)
+			}
+		}
+		cleaned(metav1.ConditionFalse, infrav1.ErasingReason, "Erasing %d drives", len(jobs))
+		r.event(h, "Erasing", "Clean", "secure erase of %d drives started", len(jobs))
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
+	pending := h.Status.Erase.Tasks[:0:0]
+	for _, uri := range h.Status.Erase.Tasks {
+		st, err := s.bmc.TaskStatus(ctx, uri)
+		switch {
+		case err != nil:
+			return ctrl.Result{}, fmt.Errorf("reading erase task %s: %w", uri, err)
+		case st.Failed:
+			// Start over: the drives are erased again (an erase is safe to repeat).
+			h.Status.Erase = nil
+			cleaned(metav1.ConditionFalse, infrav1.EraseFailedReason, "An erase ended %s (%s), starting over", st.State, st.Message)
+			return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
+		case !st.Done:
+			pending = append(pending, uri)
+		}
+	}
+	if len(pending) > 0 {
+		h.Status.Erase.Tasks = pending
+		cleaned(metav1.ConditionFalse, infrav1.ErasingReason, "%d erases still running (started %s)", len(pending), h.Status.Erase.StartedAt.Format(time.RFC3339))
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
+	cleaned(metav1.ConditionTrue, infrav1.ErasedReason, "Every drive erased (started %s)", h.Status.Erase.StartedAt.Format(time.RFC3339))
+	h.Status.Erase = nil
+	r.event(h, "Cleaned", "Clean", "erased every drive")
+	r.release(h)
 	return ctrl.Result{}, nil // the status change wakes the next state
 }
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -76,8 +77,8 @@ func (r *Reconciler) claimHost(ctx context.Context, s *scope) (ctrl.Result, erro
 	msg := "No available host in namespace " + rm.Namespace + " matches the selector and failure domain"
 	if waitForReuse {
 		msg = "nodeReuse: waiting for a host this owner is releasing"
-	} else if elsewhere := r.availableElsewhere(ctx, rm); elsewhere != "" {
-		msg += "; Available hosts matching the selector exist in other namespaces (" + elsewhere + "), but a Machine only claims hosts of its own namespace"
+	} else if n := r.availableElsewhere(ctx, rm); n > 0 {
+		msg += fmt.Sprintf("; %d Available hosts matching the selector exist in other namespaces, but a Machine only claims hosts of its own namespace", n)
 	}
 	conditions.Set(rm, metav1.Condition{Type: infrav1.HostClaimedCondition, Status: metav1.ConditionFalse, Reason: infrav1.WaitingForHostReason, Message: msg})
 	setNotReady(rm, infrav1.WaitingForHostReason, msg)
@@ -167,8 +168,8 @@ func (r *Reconciler) candidates(ctx context.Context, s *scope, hosts []infrav1.R
 		if s.rm.Spec.NodeReuse && owner != nil && r.releasingFor(ctx, h, owner) {
 			releasing = true
 		}
-		if h.Status.State != infrav1.HostStateAvailable || h.Status.Claim != nil || h.Spec.Cordon != nil || !h.DeletionTimestamp.IsZero() {
-			continue
+		if h.Status.State != infrav1.HostStateAvailable || h.Status.Claim != nil || h.Spec.Cordon != nil || !h.DeletionTimestamp.IsZero() || annotations.HasPaused(h) {
+			continue // a paused host would never boot for the claim
 		}
 		if !sel.Matches(labels.Set(h.Labels)) || (fd != "" && h.Labels[fdLabel] != fd) {
 			continue
@@ -193,45 +194,29 @@ func (r *Reconciler) candidates(ctx context.Context, s *scope, hosts []infrav1.R
 	return append(reserved, free...), false, nil
 }
 
-// availableElsewhere names the other namespaces (at most three, with a count) holding Available,
-// unclaimed hosts that match the machine's selector: the usual reason a Machine waits while the
-// servers someone just registered sit idle. Empty when there are none or the manager may not list
-// hosts cluster-wide (a namespaced manager).
-func (r *Reconciler) availableElsewhere(ctx context.Context, rm *infrav1.RedfishMachine) string {
+// availableElsewhere counts the Available, unclaimed hosts in other namespaces that match the
+// machine's selector: the usual reason a Machine waits while the servers someone just registered
+// sit idle. Only a count: the Machine's owner may not see those namespaces. 0 when the manager
+// may not list hosts cluster-wide (a namespaced manager).
+func (r *Reconciler) availableElsewhere(ctx context.Context, rm *infrav1.RedfishMachine) int {
 	sel := labels.Everything()
 	if rm.Spec.HostSelector != nil {
 		var err error
 		if sel, err = metav1.LabelSelectorAsSelector(rm.Spec.HostSelector); err != nil {
-			return ""
+			return 0
 		}
 	}
 	all := &infrav1.RedfishHostList{}
 	if err := r.Client.List(ctx, all); err != nil {
-		return ""
+		return 0
 	}
-	count := map[string]int{}
+	n := 0
 	for _, h := range all.Items {
 		if h.Namespace != rm.Namespace && h.Status.State == infrav1.HostStateAvailable && h.Status.Claim == nil && h.Spec.Cordon == nil && sel.Matches(labels.Set(h.Labels)) {
-			count[h.Namespace]++
+			n++
 		}
 	}
-	namespaces := make([]string, 0, len(count))
-	for ns := range count {
-		namespaces = append(namespaces, ns)
-	}
-	sort.Strings(namespaces)
-	out := ""
-	for i, ns := range namespaces {
-		if i == 3 {
-			out += fmt.Sprintf(", and %d more namespaces", len(namespaces)-3)
-			break
-		}
-		if i > 0 {
-			out += ", "
-		}
-		out += fmt.Sprintf("%d in %s", count[ns], ns)
-	}
-	return out
+	return n
 }
 
 // releasingFor says whether h is on its way back to owner: released with nodeReuse, or claimed

@@ -13,12 +13,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/paused"
+	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 )
@@ -36,14 +40,27 @@ type Reconciler struct {
 }
 
 // SetupWithManager registers the controller.
-func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, opts controller.Options) error {
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	if r.PollInterval == 0 {
 		r.PollInterval = 2 * time.Second
 	}
-	return ctrl.NewControllerManagedBy(mgr).For(&infrav1.RedfishRemediation{}).Named("redfishremediation").WithOptions(opts).Complete(r)
+	clusterToRemediations, err := util.ClusterToTypedObjectsMapper(mgr.GetClient(), &infrav1.RedfishRemediationList{}, mgr.GetScheme())
+	if err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&infrav1.RedfishRemediation{}).
+		Named("redfishremediation").
+		// Unpausing the Cluster wakes its remediations (a deleted one still has to withdraw its request).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToRemediations),
+			builder.WithPredicates(predicates.ClusterPausedTransitions(mgr.GetScheme(), ctrl.LoggerFrom(ctx)))).
+		WithOptions(opts).
+		Complete(r)
 }
 
-func requestor(rr *infrav1.RedfishRemediation) string { return "remediation/" + rr.Name }
+func requestor(rr *infrav1.RedfishRemediation) string {
+	return infrav1.RemediationRequestorPrefix + rr.Name
+}
 
 // Reconcile advances one remediation.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {

@@ -42,6 +42,7 @@ type options struct {
 	namespace    string
 	kubeconfig   string
 	seedURL      string
+	fleetRandom  bool // --fleet not given
 }
 
 // Run runs the command with args until ctx ends. It prints to stdout what the user asked for and
@@ -52,7 +53,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o options
 	fs.IntVar(&o.servers, "servers", 5, "Number of simulated servers.")
 	fs.StringVar(&o.prefix, "prefix", "", "Servers are named <prefix>-<n>. Default: sim-<4 random hex digits>, unique per run.")
-	fs.IntVar(&o.fleet, "fleet", -1, "Fleet number 0-255 that makes MACs and UUIDs unique across fleets. Default: random 1-255.")
+	fs.IntVar(&o.fleet, "fleet", -1, "Fleet number 0-65535 that makes MACs and UUIDs unique across fleets (make dev's own servers are fleet 0). Default: random 1-65535, one no registered host uses with --kubeconfig.")
 	fs.DurationVar(&o.powerLatency, "power-latency", 2*time.Second, "How long a power transition takes.")
 	fs.DurationVar(&o.taskDuration, "task-duration", 10*time.Second, "How long a firmware update task runs.")
 	fs.BoolVar(&o.tls, "tls", false, "Serve HTTPS with self-signed certificates (hosts then set insecureSkipVerify).")
@@ -79,9 +80,16 @@ Flags:
 	if err := o.complete(); err != nil {
 		return err
 	}
+	var c client.Client
+	if o.kubeconfig != "" {
+		var err error
+		if c, err = o.connect(ctx); err != nil {
+			return err
+		}
+	}
 
 	fleet, err := simulator.StartFleet(simulator.FleetOptions{
-		Servers: o.servers, NamePrefix: o.prefix, Fleet: uint8(o.fleet), //nolint:gosec // checked to be 0-255.
+		Servers: o.servers, NamePrefix: o.prefix, Fleet: uint16(o.fleet), //nolint:gosec // checked to be 0-65535.
 		PowerLatency: o.powerLatency, TaskDuration: o.taskDuration, TLS: o.tls,
 	})
 	if err != nil {
@@ -90,8 +98,8 @@ Flags:
 	defer fleet.Close()
 
 	switch {
-	case o.kubeconfig != "":
-		if err := o.register(ctx, fleet, stderr); err != nil {
+	case c != nil:
+		if err := o.register(ctx, c, fleet, stderr); err != nil {
 			return err
 		}
 	case o.manifests:
@@ -116,7 +124,7 @@ func (o *options) complete() error {
 	if o.servers < 1 || o.servers > 65536 {
 		return fmt.Errorf("--servers %d: must be between 1 and 65536", o.servers)
 	}
-	var random [3]byte
+	var random [4]byte
 	if _, err := rand.Read(random[:]); err != nil {
 		return err
 	}
@@ -125,9 +133,10 @@ func (o *options) complete() error {
 	}
 	switch {
 	case o.fleet == -1:
-		o.fleet = 1 + int(random[2])%255
-	case o.fleet < 0 || o.fleet > 255:
-		return fmt.Errorf("--fleet %d: must be between 0 and 255", o.fleet)
+		o.fleet = 1 + (int(random[2])<<8|int(random[3]))%65535
+		o.fleetRandom = true
+	case o.fleet < 0 || o.fleet > 65535:
+		return fmt.Errorf("--fleet %d: must be between 0 and 65535", o.fleet)
 	}
 	if o.manifests && o.kubeconfig != "" {
 		return errors.New("--manifests and --kubeconfig exclude each other: print manifests, or register the servers")
@@ -135,31 +144,53 @@ func (o *options) complete() error {
 	return nil
 }
 
-// register creates a credentials Secret and a RedfishHost for every server (never overwriting
-// an existing one) and attaches the simulated OS, which writes Nodes with the same kubeconfig.
-func (o *options) register(ctx context.Context, fleet *simulator.Fleet, stderr io.Writer) error {
+// connect reads --kubeconfig and its namespace, and makes sure no registered host already uses
+// this run's fleet number (a random one is drawn again; an explicit one is refused).
+func (o *options) connect(ctx context.Context) (client.Client, error) {
 	loading := &clientcmd.ClientConfigLoadingRules{ExplicitPath: o.kubeconfig}
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{})
 	cfg, err := cc.ClientConfig()
 	if err != nil {
-		return fmt.Errorf("reading --kubeconfig: %w", err)
+		return nil, fmt.Errorf("reading --kubeconfig: %w", err)
 	}
 	if o.namespace == "" {
 		if o.namespace, _, err = cc.Namespace(); err != nil {
-			return fmt.Errorf("reading the namespace of --kubeconfig: %w", err)
+			return nil, fmt.Errorf("reading the namespace of --kubeconfig: %w", err)
 		}
 	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
+		return nil, err
 	}
 	if err := infrav1.AddToScheme(scheme); err != nil {
-		return err
+		return nil, err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		return err
+		return nil, err
 	}
+	hosts := &infrav1.RedfishHostList{}
+	if err := c.List(ctx, hosts); err != nil {
+		return nil, fmt.Errorf("listing the registered RedfishHosts: %w", err)
+	}
+	used := map[int]bool{}
+	for _, h := range hosts.Items {
+		if f, ok := simulator.FleetOfMAC(h.Spec.BootMACAddress); ok {
+			used[int(f)] = true
+		}
+	}
+	for used[o.fleet] {
+		if !o.fleetRandom {
+			return nil, fmt.Errorf("--fleet %d: registered RedfishHosts already use its MACs; pick another", o.fleet)
+		}
+		o.fleet = 1 + (o.fleet % 65535)
+	}
+	return c, nil
+}
+
+// register creates a credentials Secret and a RedfishHost for every server (never overwriting
+// an existing one) and attaches the simulated OS, which writes Nodes with the same client.
+func (o *options) register(ctx context.Context, c client.Client, fleet *simulator.Fleet, stderr io.Writer) error {
 	simos.New(c, o.seedURL).Attach(fleet)
 	for _, s := range fleet.Servers {
 		secret, host := o.objects(s)

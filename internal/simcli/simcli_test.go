@@ -64,7 +64,7 @@ func TestBadFlagsAreRefusedBeforeAnythingStarts(t *testing.T) {
 		want string
 	}{
 		{[]string{"--servers", "0"}, "--servers 0: must be between 1 and 65536"},
-		{[]string{"--fleet", "300"}, "--fleet 300: must be between 0 and 255"},
+		{[]string{"--fleet", "70000"}, "--fleet 70000: must be between 0 and 65535"},
 		{[]string{"--manifests", "--kubeconfig", "x"}, "--manifests and --kubeconfig exclude each other"},
 		{[]string{"--kubeconfig", "/nonexistent/kubeconfig"}, "reading --kubeconfig"},
 	} {

@@ -168,7 +168,7 @@ func setReady(node *corev1.Node, e simulator.BootEvent) {
 	mac := e.MACs[0]
 	node.Status.Addresses = []corev1.NodeAddress{
 		{Type: corev1.NodeHostName, Address: node.Name},
-		// 10.<fleet>.<index high>.<index low>, from the simulator's MAC layout 52:54:<fleet>:<index>:<nic>.
+		// 10.<fleet low byte>.<index high>.<index low>, from the simulator's MAC layout (simulator.MAC).
 		{Type: corev1.NodeInternalIP, Address: "10." + hexByte(mac[6:8]) + "." + hexByte(mac[9:11]) + "." + hexByte(mac[12:14])},
 	}
 }

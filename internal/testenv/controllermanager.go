@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -27,9 +28,11 @@ var ControllerManagerControllers = []string{"garbagecollector", "namespace"}
 // controllerManager is a kube-controller-manager process (built by hack/envtest-assets.sh) pointed
 // at the environment's API server.
 type controllerManager struct {
-	cmd  *exec.Cmd
-	dir  string
-	done chan error
+	cmd      *exec.Cmd
+	dir      string
+	done     chan error
+	exited   chan struct{} // closed when the process exited
+	stopping atomic.Bool
 }
 
 // startControllerManager starts kube-controller-manager from assets against cfg's API server. Its
@@ -80,7 +83,8 @@ func startControllerManager(assets string, cfg *rest.Config, logger logr.Logger)
 	// with this process, however this process ends.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 
-	m := &controllerManager{cmd: cmd, dir: dir, done: make(chan error, 1)}
+	m := &controllerManager{cmd: cmd, dir: dir, done: make(chan error, 1), exited: make(chan struct{})}
+	log := logger.WithName("kube-controller-manager")
 	started := make(chan error, 1)
 	go func() {
 		// The parent-death signal fires when the thread that started the child exits: keep that
@@ -92,7 +96,14 @@ func startControllerManager(assets string, cfg *rest.Config, logger logr.Logger)
 			return
 		}
 		started <- nil
-		m.done <- cmd.Wait()
+		err := cmd.Wait()
+		close(m.exited)
+		if !m.stopping.Load() {
+			// Garbage collection and namespace deletion stop with it: say so where tests look.
+			log.Error(err, "kube-controller-manager exited on its own: garbage collection and namespace deletion no longer run")
+			fmt.Fprintf(os.Stderr, "testenv: kube-controller-manager exited on its own: %v\n", err)
+		}
+		m.done <- err
 	}()
 	if err := <-started; err != nil {
 		_ = os.RemoveAll(dir)
@@ -104,6 +115,12 @@ func startControllerManager(assets string, cfg *rest.Config, logger logr.Logger)
 // Stop terminates the process (SIGTERM, then SIGKILL after 10s) and removes its files.
 func (m *controllerManager) Stop() error {
 	defer func() { _ = os.RemoveAll(m.dir) }()
+	m.stopping.Store(true)
+	select {
+	case <-m.exited: // already gone: its process group id may be someone else's now
+		return exited(<-m.done)
+	default:
+	}
 	_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case err := <-m.done:

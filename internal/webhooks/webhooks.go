@@ -61,6 +61,13 @@ func (v *Host) ValidateUpdate(ctx context.Context, old, h *infrav1.RedfishHost) 
 	// Only a changed identity is checked against the other hosts: updates of anything else
 	// (finalizers, labels, cordon) must keep working whatever was registered before.
 	identityChanged := old.Spec.BMC.Address != h.Spec.BMC.Address || !strings.EqualFold(old.Spec.BootMACAddress, h.Spec.BootMACAddress)
+	if rf := old.Status.ReservedFor; rf != nil && old.Spec.BMC.Address != h.Spec.BMC.Address {
+		return nil, apierrors.NewInvalid(infrav1.GroupVersion.WithKind("RedfishHost").GroupKind(), h.Name, field.ErrorList{
+			field.Forbidden(field.NewPath("spec", "bmc", "address"), fmt.Sprintf(
+				"cannot change while the host is reserved for %s %s (nodeReuse: its disks hold that owner's node); delete the owner or wait until it takes the host back",
+				rf.Kind, rf.Name)),
+		})
+	}
 	return v.validate(ctx, h, identityChanged)
 }
 

@@ -19,6 +19,11 @@ func host(address string, claim *infrav1.HostClaim) *infrav1.RedfishHost {
 	}
 }
 
+func reserved(h *infrav1.RedfishHost) *infrav1.RedfishHost {
+	h.Status.ReservedFor = &infrav1.ObjectRef{Kind: "MachineDeployment", Name: "workers"}
+	return h
+}
+
 func TestHostAddressIsCheckedWithoutEchoingCredentials(t *testing.T) {
 	for _, tc := range []struct {
 		name, address string
@@ -62,6 +67,7 @@ func TestClaimedHostCannotBeRepointedAtAnotherBMC(t *testing.T) {
 		{name: "claimed, address changed", old: host(before, claim), newAddr: after, wantErr: "cannot change while the host is claimed by RedfishMachine workers-abc12"},
 		{name: "claimed, address unchanged", old: host(before, claim), newAddr: before, accepted: true},
 		{name: "not claimed, address changed", old: host(before, nil), newAddr: after, accepted: true},
+		{name: "reserved for nodeReuse, address changed", old: reserved(host(before, nil)), newAddr: after, wantErr: "cannot change while the host is reserved for MachineDeployment workers"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			updated := tc.old.DeepCopy()

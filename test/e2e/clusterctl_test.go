@@ -106,7 +106,11 @@ IMAGE_CHECKSUM: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
 		clusterctlPath, err := exec.Command("../../hack/clusterctl.sh").Output()
 		Expect(err).NotTo(HaveOccurred(), "building clusterctl: %v", err)
 		bin := strings.TrimSpace(string(clusterctlPath))
-		out, err := exec.Command(bin, "generate", "provider", "--infrastructure", "redfish:v0.1.0", "--describe", "--config", config).CombinedOutput()
+		describe := exec.Command(bin, "generate", "provider", "--infrastructure", "redfish:v0.1.0", "--describe", "--config", config)
+		// No version check against GitHub, no state written to the user's home.
+		home := GinkgoT().TempDir()
+		describe.Env = append(os.Environ(), "CLUSTERCTL_DISABLE_VERSIONCHECK=true", "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"))
+		out, err := describe.CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "%s", out)
 		Expect(string(out)).To(And(
 			ContainSubstring("Name:               redfish"),

@@ -6,6 +6,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -75,6 +76,7 @@ var _ = Describe("Garbage collection", Label("gc"), func() {
 			h := &infrav1.RedfishHost{}
 			Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: hostName}, h)).To(Succeed())
 			Expect(h.Spec.RebootRequests).To(BeEmpty(), "the deleted remediation left its reboot request on host %s", hostName)
+			Expect(hostEvents(b, hostName, "RebootRequestDropped")).To(BeZero(), "the remediation must withdraw its own request, not leave it to the host's sweep")
 
 			By("the next Machine landing on that host, provisioning and staying powered on")
 			scale(md, 1)
@@ -86,6 +88,34 @@ var _ = Describe("Garbage collection", Label("gc"), func() {
 				g.Expect(server.Stats().Resets["ForceOff"]).To(Equal(forceOffs))
 			}, 3*time.Second, 250*time.Millisecond).Should(Succeed())
 		})
+
+	It("drops a reboot request whose RedfishRemediation no longer exists, and the host powers on again", Label("remediation-machine-deleted"), func() {
+		b := newBed("sweep", 1, nil)
+		b.waitHostsAvailable(1)
+		server := b.fleet.Servers[0]
+		h := &infrav1.RedfishHost{}
+		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: server.ID()}, h)).To(Succeed())
+		before := h.DeepCopy()
+		h.Spec.Online = ptr.To(true)
+		// What a remediation deleted without withdrawing its request (an older version, a
+		// finalizer removed by hand) leaves behind, next to a request of another requestor.
+		h.Spec.RebootRequests = []infrav1.RebootRequest{
+			{Requestor: infrav1.RemediationRequestorPrefix + "gone", Mode: infrav1.RebootModeHard},
+			{Requestor: "maintenance/firmware", Mode: infrav1.RebootModeHard},
+		}
+		Expect(env.Patch(ctx, h, client.MergeFrom(before))).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(h), h)).To(Succeed())
+			g.Expect(h.Spec.RebootRequests).To(ConsistOf(HaveField("Requestor", "maintenance/firmware")))
+		}).Should(Succeed())
+		Expect(server.PowerState()).To(Equal(simulator.PowerOff), "another requestor still holds the host off")
+		Expect(hostEvents(b, server.ID(), "RebootRequestDropped")).To(Equal(1))
+
+		before = h.DeepCopy()
+		h.Spec.RebootRequests = nil
+		Expect(env.Patch(ctx, h, client.MergeFrom(before))).To(Succeed())
+		Eventually(server.PowerState).Should(Equal(simulator.PowerOn))
+	})
 
 	It("collects the seed Secret of a RedfishMachine removed without its controller", func() {
 		b := newBedWithoutOS("gcseed", 1) // no OS: the Node never joins, so the seed stays served
@@ -127,6 +157,20 @@ var _ = Describe("Garbage collection", Label("gc"), func() {
 		}).Should(Succeed())
 	})
 })
+
+// hostEvents counts the events with reason about host name.
+func hostEvents(b *bed, name, reason string) int {
+	GinkgoHelper()
+	events := &eventsv1.EventList{}
+	Expect(env.List(ctx, events, client.InNamespace(b.ns))).To(Succeed())
+	n := 0
+	for _, e := range events.Items {
+		if e.Reason == reason && e.Regarding.Name == name {
+			n++
+		}
+	}
+	return n
+}
 
 // createRebootMHC creates a Hard reboot RedfishRemediationTemplate and a MachineHealthCheck that
 // sends Machines of md whose Node is NotReady for a second to it.

@@ -49,7 +49,8 @@ func newBedWithoutOS(name string, n int) *bed {
 type bedOptions struct {
 	mutate       func(i int, h *infrav1.RedfishHost)
 	withOS       bool
-	powerLatency time.Duration // default 50ms
+	powerLatency time.Duration          // default 50ms
+	fleet        simulator.FleetOptions // EraseDuration and NoSecureErase are taken from here
 }
 
 func startBed(name string, n int, o bedOptions) *bed {
@@ -62,7 +63,8 @@ func startBed(name string, n int, o bedOptions) *bed {
 	Expect(err).NotTo(HaveOccurred())
 	// Every bed's servers get MACs and UUIDs of their own: one server is registered only once.
 	fleet, err := simulator.StartFleet(simulator.FleetOptions{
-		Servers: n, NamePrefix: name, Fleet: uint8(fleets.Add(1)), PowerLatency: o.powerLatency, TaskDuration: time.Second, //nolint:gosec // fewer than 255 beds.
+		Servers: n, NamePrefix: name, Fleet: uint16(fleets.Add(1)), PowerLatency: o.powerLatency, TaskDuration: time.Second, //nolint:gosec // far fewer than 65535 beds.
+		EraseDuration: o.fleet.EraseDuration, NoSecureErase: o.fleet.NoSecureErase,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(fleet.Close)

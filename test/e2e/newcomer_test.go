@@ -41,7 +41,8 @@ var _ = Describe("Adding servers", func() {
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Reason).To(Equal(infrav1.WaitingForHostReason))
 			g.Expect(c.Message).To(ContainSubstring("No available host in namespace " + ns.Name))
-			g.Expect(c.Message).To(ContainSubstring("exist in other namespaces (1 in " + fleetNS.ns + ")"))
+			g.Expect(c.Message).To(ContainSubstring("1 Available hosts matching the selector exist in other namespaces"))
+			g.Expect(c.Message).NotTo(ContainSubstring(fleetNS.ns), "another namespace's name is not the Machine owner's business")
 		}).Should(Succeed())
 	})
 
@@ -61,7 +62,7 @@ var _ = Describe("Adding servers", func() {
 		h := &infrav1.RedfishHost{}
 		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: claimed}, h)).To(Succeed())
 		address := h.Spec.BMC.Address
-		h.Spec.BMC.Address = "redfish://127.0.0.1:1/redfish/v1/Systems/1"
+		h.Spec.BMC.Address = "redfish://127.0.0.1:1/redfish/v1/Systems/" + b.ns
 		err := env.Update(ctx, h)
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring("spec.bmc.address: Forbidden: cannot change while the host is claimed by RedfishMachine " + b.ns + "-cp"))
@@ -69,10 +70,18 @@ var _ = Describe("Adding servers", func() {
 		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: claimed}, h)).To(Succeed())
 		Expect(h.Spec.BMC.Address).To(Equal(address))
 
-		By("an unclaimed host: accepted")
+		By("an unclaimed host: accepted, and the host registers and inspects the new server afresh")
 		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: spare}, h)).To(Succeed())
-		h.Spec.BMC.Address = "redfish://127.0.0.1:1/redfish/v1/Systems/1"
-		Expect(env.Update(ctx, h)).To(Succeed())
+		Expect(h.Status.Inventory).NotTo(BeNil())
+		before := h.DeepCopy()
+		h.Spec.BMC.Address = "redfish://127.0.0.1:1/redfish/v1/Systems/" + b.ns
+		Expect(env.Patch(ctx, h, client.MergeFrom(before))).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(h), h)).To(Succeed())
+			g.Expect(h.Status.State).To(Equal(infrav1.HostStateRegistering), "the old server's state and inventory must not stay")
+			g.Expect(h.Status.Inventory).To(BeNil())
+		}).Should(Succeed())
+		Expect(hostEvents(b, spare, "BMCChanged")).To(Equal(1))
 	})
 })
 
@@ -147,15 +156,35 @@ var _ = Describe("Pausing a host", Label("pause"), func() {
 			g.Expect(server.Stats().Requests).To(Equal(requests))
 		}, 3*time.Second, 250*time.Millisecond).Should(Succeed())
 
-		By("unpausing: the host powers on")
+		By("a Machine needing a host: the paused one is not claimed")
+		b.createCluster("pause")
+		data, rm, m := sample.ControlPlane(b.ns, b.cluster.Name, b.ns+"-cp")
+		for _, o := range []client.Object{data, rm, m} {
+			Expect(env.Create(ctx, o)).To(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(rm), rm)).To(Succeed())
+			c := findCondition(rm.Status.Conditions, infrav1.HostClaimedCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(infrav1.WaitingForHostReason))
+		}).Should(Succeed())
+		Expect(env.Get(ctx, client.ObjectKeyFromObject(h), h)).To(Succeed())
+		Expect(h.Status.Claim).To(BeNil(), "a paused host was claimed")
+
+		By("unpausing: the host powers on and serves the Machine")
 		patchAnnotations(h, map[string]string{clusterv1.PausedAnnotation: ""}, true)
 		Eventually(server.PowerState).Should(Equal(simulator.PowerOn))
+		Eventually(func(g Gomega) {
+			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(rm), rm)).To(Succeed())
+			g.Expect(rm.Status.HostRef).To(Equal(server.ID()))
+		}).Should(Succeed())
 	})
 })
 
 var _ = Describe("Registering a server twice", Label("duplicate-bmc"), func() {
 	It("refuses a second host with the same BMC system or boot MAC, naming the other host", func() {
 		b := newBed("dup", 1, nil)
+		b.waitHostsAvailable(1)
 		first := b.hosts()[0]
 		other, err := env.CreateNamespace(ctx, "dup-other")
 		Expect(err).NotTo(HaveOccurred())
@@ -171,7 +200,7 @@ var _ = Describe("Registering a server twice", Label("duplicate-bmc"), func() {
 		sameMAC := &infrav1.RedfishHost{
 			ObjectMeta: metav1.ObjectMeta{Namespace: other.Name, Name: "again"},
 			Spec: infrav1.RedfishHostSpec{
-				BMC:            infrav1.BMC{Address: "redfish://127.0.0.1:1/redfish/v1/Systems/1", CredentialsName: "x"},
+				BMC:            infrav1.BMC{Address: "redfish://127.0.0.1:1/redfish/v1/Systems/" + other.Name, CredentialsName: "x"},
 				BootMACAddress: first.Spec.BootMACAddress,
 			},
 		}

@@ -3,7 +3,6 @@ package e2e
 import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -42,14 +41,6 @@ var _ = Describe("Orphaned claims", Label("orphan-claim"), func() {
 		b.waitRunning("workers", 1)
 		Expect(b.hostOf(b.machines("workers")[0])).To(Equal(hostName), "the nodeReuse Machine must land on its owner's host")
 
-		events := &eventsv1.EventList{}
-		Expect(env.List(ctx, events, client.InNamespace(b.ns))).To(Succeed())
-		found := false
-		for _, e := range events.Items {
-			if e.Reason == "ConsumerGone" && e.Regarding.Name == hostName {
-				found = true
-			}
-		}
-		Expect(found).To(BeTrue(), "no ConsumerGone event on host %s", hostName)
+		Expect(hostEvents(b, hostName, "ConsumerGone")).To(Equal(1), "no ConsumerGone event on host %s", hostName)
 	})
 })
