@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -105,7 +106,11 @@ type Client interface {
 	// InsertMedia inserts image into the virtual CD, ejecting other media first. No-op when the
 	// same image is already inserted.
 	InsertMedia(ctx context.Context, image string) error
-	// EjectMedia ejects the virtual CD. No-op when it is empty.
+	// InsertSeedMedia inserts image (a per-claim NoCloud volume) into a second virtual media
+	// device next to the CD: a USB stick, floppy, removable disk or a second CD, whichever the
+	// BMC offers. ErrNoSeedSlot when it offers no second device. No-op when already inserted.
+	InsertSeedMedia(ctx context.Context, image string) error
+	// EjectMedia ejects every inserted virtual medium. No-op when all are empty.
 	EjectMedia(ctx context.Context) error
 	// BIOSAttributes reads the current BIOS attributes.
 	BIOSAttributes(ctx context.Context) (map[string]any, error)
@@ -340,8 +345,8 @@ func (c *client) SetBootOverride(ctx context.Context, o BootOverride) error {
 	return nil
 }
 
-// virtualCD finds the CD/DVD virtual media: under the system (Redfish 1.13+) or its manager.
-func (c *client) virtualCD(ctx context.Context) (*schemas.VirtualMedia, error) {
+// virtualMedia lists the virtual media devices: under the system (Redfish 1.13+) or its manager.
+func (c *client) virtualMedia(ctx context.Context) ([]*schemas.VirtualMedia, error) {
 	sys, err := c.system(ctx)
 	if err != nil {
 		return nil, err
@@ -359,51 +364,105 @@ func (c *client) virtualCD(ctx context.Context) (*schemas.VirtualMedia, error) {
 			}
 		}
 	}
+	return media, nil
+}
+
+func offers(m *schemas.VirtualMedia, types ...schemas.VirtualMediaType) bool {
+	for _, t := range m.MediaTypes {
+		if slices.Contains(types, t) {
+			return true
+		}
+	}
+	return false
+}
+
+var cdTypes = []schemas.VirtualMediaType{schemas.CDVirtualMediaType, schemas.DVDVirtualMediaType}
+
+// slots returns the CD the OS image goes into and the device a seed volume goes into (nil when
+// the BMC offers no second device).
+func (c *client) slots(ctx context.Context) (cd, seed *schemas.VirtualMedia, err error) {
+	media, err := c.virtualMedia(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, m := range media {
-		for _, t := range m.MediaTypes {
-			if t == schemas.CDVirtualMediaType || t == schemas.DVDVirtualMediaType {
-				return m, nil
+		if offers(m, cdTypes...) {
+			cd = m
+			break
+		}
+	}
+	if cd == nil {
+		return nil, nil, errors.New("the BMC offers no CD/DVD virtual media")
+	}
+	// A device made for data first, a second CD last.
+	for _, types := range [][]schemas.VirtualMediaType{
+		{schemas.USBStickVirtualMediaType, schemas.FloppyVirtualMediaType},
+		cdTypes,
+	} {
+		for _, m := range media {
+			if m.ODataID != cd.ODataID && offers(m, types...) {
+				return cd, m, nil
 			}
 		}
 	}
-	return nil, errors.New("the BMC offers no CD/DVD virtual media")
+	return cd, nil, nil
+}
+
+// insert puts image into m, ejecting what else it holds; no-op when it already holds image.
+func insert(m *schemas.VirtualMedia, image string) error {
+	inserted := m.Inserted != nil && *m.Inserted
+	if inserted && m.Image == image {
+		return nil
+	}
+	if inserted {
+		if _, err := m.EjectMedia(); err != nil {
+			return fmt.Errorf("ejecting %s before inserting: %w", m.ID, classify(err))
+		}
+	}
+	yes := true
+	if _, err := m.InsertMedia(&schemas.VirtualMediaInsertMediaParameters{Image: image, Inserted: &yes, WriteProtected: &yes}); err != nil {
+		return fmt.Errorf("inserting virtual media into %s: %w", m.ID, classify(err))
+	}
+	return nil
 }
 
 func (c *client) InsertMedia(ctx context.Context, image string) error {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
-	cd, err := c.virtualCD(ctx)
+	cd, _, err := c.slots(ctx)
 	if err != nil {
 		return err
 	}
-	inserted := cd.Inserted != nil && *cd.Inserted
-	if inserted && cd.Image == image {
-		return nil
+	return insert(cd, image)
+}
+
+func (c *client) InsertSeedMedia(ctx context.Context, image string) error {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	_, seed, err := c.slots(ctx)
+	if err != nil {
+		return err
 	}
-	if inserted {
-		if _, err := cd.EjectMedia(); err != nil {
-			return fmt.Errorf("ejecting %s before inserting: %w", cd.Image, classify(err))
-		}
+	if seed == nil {
+		return ErrNoSeedSlot
 	}
-	yes := true
-	if _, err := cd.InsertMedia(&schemas.VirtualMediaInsertMediaParameters{Image: image, Inserted: &yes, WriteProtected: &yes}); err != nil {
-		return fmt.Errorf("inserting virtual media: %w", classify(err))
-	}
-	return nil
+	return insert(seed, image)
 }
 
 func (c *client) EjectMedia(ctx context.Context) error {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
-	cd, err := c.virtualCD(ctx)
+	media, err := c.virtualMedia(ctx)
 	if err != nil {
 		return err
 	}
-	if cd.Inserted == nil || !*cd.Inserted {
-		return nil
-	}
-	if _, err := cd.EjectMedia(); err != nil {
-		return fmt.Errorf("ejecting virtual media: %w", classify(err))
+	for _, m := range media {
+		if m.Inserted == nil || !*m.Inserted {
+			continue
+		}
+		if _, err := m.EjectMedia(); err != nil {
+			return fmt.Errorf("ejecting virtual media %s: %w", m.ID, classify(err))
+		}
 	}
 	return nil
 }

@@ -17,6 +17,9 @@ var (
 	// ErrNothingToErase means the system has no drive Redfish can erase (no Drive.SecureErase
 	// action, or drives only behind SimpleStorage): cleaning cannot be done through this BMC.
 	ErrNothingToErase = errors.New("the BMC offers no drive erase (Drive.SecureErase)")
+	// ErrNoSeedSlot means the BMC offers a single virtual media device: the OS image and a seed
+	// volume cannot both be attached.
+	ErrNoSeedSlot = errors.New("the BMC offers no second virtual media device (USB stick, floppy or second CD) for the seed volume")
 )
 
 // UnknownAttributesError lists BIOS attributes the BMC's registry does not know or whose values

@@ -22,8 +22,11 @@ type FleetOptions struct {
 	TaskDuration  time.Duration
 	EraseDuration time.Duration
 	NoSecureErase bool
-	TLS           bool
-	PoweredOn     bool
+	// IPXEChainURL and SingleMediaSlot as in Config.
+	IPXEChainURL    string
+	SingleMediaSlot bool
+	TLS             bool
+	PoweredOn       bool
 }
 
 // Fleet is a set of simulated servers.
@@ -44,6 +47,7 @@ func StartFleet(opts FleetOptions) (*Fleet, error) {
 		s, err := New(Config{
 			ID: fmt.Sprintf("%s-%d", opts.NamePrefix, i), Index: i, Fleet: opts.Fleet, Username: opts.Username, Password: opts.Password,
 			PowerLatency: opts.PowerLatency, TaskDuration: opts.TaskDuration, EraseDuration: opts.EraseDuration, NoSecureErase: opts.NoSecureErase,
+			IPXEChainURL: opts.IPXEChainURL, SingleMediaSlot: opts.SingleMediaSlot,
 			TLS: opts.TLS, PoweredOn: opts.PoweredOn,
 		})
 		if err != nil {

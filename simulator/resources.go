@@ -15,7 +15,7 @@ const (
 	managerPath   = rootPath + "/Managers/BMC"
 	chassisPath   = rootPath + "/Chassis/1"
 	sessionsPath  = rootPath + "/SessionService/Sessions"
-	mediaPath     = managerPath + "/VirtualMedia/CD1"
+	mediaRoot     = managerPath + "/VirtualMedia"
 	biosPath      = systemPath + "/Bios"
 	updatePath    = rootPath + "/UpdateService"
 	tasksPath     = rootPath + "/TaskService/Tasks"
@@ -83,7 +83,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET "+storagePath+"/Drives/{id}", s.drive)
 	mux.HandleFunc("POST "+storagePath+"/Drives/{id}/Actions/Drive.SecureErase", s.secureErase)
 	static(systemPath+"/VirtualMedia", func() map[string]any {
-		return collection(systemPath+"/VirtualMedia", "#VirtualMediaCollection.VirtualMediaCollection", "Virtual Media", []any{link(mediaPath)})
+		return collection(systemPath+"/VirtualMedia", "#VirtualMediaCollection.VirtualMediaCollection", "Virtual Media", s.mediaLinks())
 	})
 	static(biosPath, s.biosResource)
 	static(biosPath+"/Settings", s.biosSettings)
@@ -106,13 +106,16 @@ func (s *Server) routes() http.Handler {
 		return collection(rootPath+"/Managers", "#ManagerCollection.ManagerCollection", "Managers", []any{link(managerPath)})
 	})
 	static(managerPath, s.manager)
-	static(managerPath+"/VirtualMedia", func() map[string]any {
-		return collection(managerPath+"/VirtualMedia", "#VirtualMediaCollection.VirtualMediaCollection", "Virtual Media", []any{link(mediaPath)})
+	static(mediaRoot, func() map[string]any {
+		return collection(mediaRoot, "#VirtualMediaCollection.VirtualMediaCollection", "Virtual Media", s.mediaLinks())
 	})
-	static(mediaPath, s.virtualMedia)
-	mux.HandleFunc("PATCH "+mediaPath, s.patchVirtualMedia)
-	mux.HandleFunc("POST "+mediaPath+"/Actions/VirtualMedia.InsertMedia", s.insertMedia)
-	mux.HandleFunc("POST "+mediaPath+"/Actions/VirtualMedia.EjectMedia", s.ejectMedia)
+	for _, slot := range s.state.media {
+		p := mediaRoot + "/" + slot.id
+		static(p, func() map[string]any { return s.virtualMedia(slot) })
+		mux.HandleFunc("PATCH "+p, func(w http.ResponseWriter, r *http.Request) { s.patchVirtualMedia(w, r, slot) })
+		mux.HandleFunc("POST "+p+"/Actions/VirtualMedia.InsertMedia", func(w http.ResponseWriter, r *http.Request) { s.insertMedia(w, r, slot) })
+		mux.HandleFunc("POST "+p+"/Actions/VirtualMedia.EjectMedia", func(w http.ResponseWriter, r *http.Request) { s.ejectMedia(w, r, slot) })
+	}
 
 	static(rootPath+"/Chassis", func() map[string]any {
 		return collection(rootPath+"/Chassis", "#ChassisCollection.ChassisCollection", "Chassis", []any{link(chassisPath)})
@@ -403,26 +406,35 @@ func (s *Server) manager() map[string]any {
 		"Links":        map[string]any{"ManagerForServers": []any{link(systemPath)}, "ManagerForChassis": []any{link(chassisPath)}}}
 }
 
-func (s *Server) virtualMedia() map[string]any {
+func (s *Server) mediaLinks() []any {
+	links := make([]any, 0, len(s.state.media))
+	for _, slot := range s.state.media {
+		links = append(links, link(mediaRoot+"/"+slot.id))
+	}
+	return links
+}
+
+func (s *Server) virtualMedia(slot *mediaSlot) map[string]any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	p := mediaRoot + "/" + slot.id
 	var image any
 	name := ""
-	if s.state.inserted {
-		image = s.state.mediaImage
-		name = s.state.mediaImage[strings.LastIndex(s.state.mediaImage, "/")+1:]
+	if slot.inserted {
+		image = slot.image
+		name = slot.image[strings.LastIndex(slot.image, "/")+1:]
 	}
-	return map[string]any{"@odata.id": mediaPath, "@odata.type": "#VirtualMedia.v1_6_0.VirtualMedia", "Id": "CD1", "Name": "Virtual CD",
-		"MediaTypes": []string{"CD", "DVD"}, "Image": image, "ImageName": name, "Inserted": s.state.inserted,
-		"WriteProtected": true, "ConnectedVia": map[bool]string{true: "URI", false: "NotConnected"}[s.state.inserted],
+	return map[string]any{"@odata.id": p, "@odata.type": "#VirtualMedia.v1_6_0.VirtualMedia", "Id": slot.id, "Name": slot.name,
+		"MediaTypes": slot.types, "Image": image, "ImageName": name, "Inserted": slot.inserted,
+		"WriteProtected": true, "ConnectedVia": map[bool]string{true: "URI", false: "NotConnected"}[slot.inserted],
 		"TransferProtocolType": "HTTP",
 		"Actions": map[string]any{
-			"#VirtualMedia.InsertMedia": map[string]any{"target": mediaPath + "/Actions/VirtualMedia.InsertMedia"},
-			"#VirtualMedia.EjectMedia":  map[string]any{"target": mediaPath + "/Actions/VirtualMedia.EjectMedia"},
+			"#VirtualMedia.InsertMedia": map[string]any{"target": p + "/Actions/VirtualMedia.InsertMedia"},
+			"#VirtualMedia.EjectMedia":  map[string]any{"target": p + "/Actions/VirtualMedia.EjectMedia"},
 		}}
 }
 
-func (s *Server) insertMedia(w http.ResponseWriter, r *http.Request) {
+func (s *Server) insertMedia(w http.ResponseWriter, r *http.Request, slot *mediaSlot) {
 	var body struct {
 		Image    string
 		Inserted *bool
@@ -433,22 +445,22 @@ func (s *Server) insertMedia(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state.inserted {
+	if slot.inserted {
 		writeError(w, http.StatusConflict, "Base.1.8.ResourceInUse", "Media is already inserted; eject it first.")
 		return
 	}
-	s.state.mediaImage, s.state.inserted = body.Image, true
+	slot.image, slot.inserted = body.Image, true
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) ejectMedia(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) ejectMedia(w http.ResponseWriter, _ *http.Request, slot *mediaSlot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.state.mediaImage, s.state.inserted = "", false
+	slot.image, slot.inserted = "", false
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) patchVirtualMedia(w http.ResponseWriter, r *http.Request) {
+func (s *Server) patchVirtualMedia(w http.ResponseWriter, r *http.Request, slot *mediaSlot) {
 	var body struct {
 		Image    *string
 		Inserted *bool
@@ -460,11 +472,11 @@ func (s *Server) patchVirtualMedia(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if body.Image != nil {
-		s.state.mediaImage = *body.Image
-		s.state.inserted = *body.Image != ""
+		slot.image = *body.Image
+		slot.inserted = *body.Image != ""
 	}
 	if body.Inserted != nil {
-		s.state.inserted = *body.Inserted && s.state.mediaImage != ""
+		slot.inserted = *body.Inserted && slot.image != ""
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -32,6 +32,12 @@ type Config struct {
 	// EraseDuration is how long a drive's SecureErase runs: the BMC answers 202 with a task
 	// monitor and the drive counts as erased when the task completes. Default 250ms.
 	EraseDuration time.Duration
+	// IPXEChainURL is where a network-booting server fetches its iPXE script, <url>/<boot MAC>
+	// (what DHCP and a chain-loaded iPXE do on a real network). Empty: PXE boots find nothing.
+	IPXEChainURL string
+	// SingleMediaSlot models BMCs with one virtual media device (a CD) instead of a CD and a USB
+	// stick.
+	SingleMediaSlot bool
 	// NoSecureErase models BMCs that offer no drive erase (e.g. drives only behind
 	// SimpleStorage): drives carry no Drive.SecureErase action and the action answers 404.
 	NoSecureErase bool

@@ -1,7 +1,11 @@
 package simulator
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -25,8 +29,14 @@ type BootEvent struct {
 	Mode string
 	// MediaImage is the virtual media image URL, when booting from Cd with media inserted.
 	MediaImage string
+	// Media is every virtual medium attached at boot (slot ID → image URL), the boot CD
+	// included: what the booted OS sees as block devices.
+	Media map[string]string
 	// HTTPBootURI is the UEFI HTTP boot URI, when booting UefiHttp.
 	HTTPBootURI string
+	// KernelCmdline is the kernel command line of a network boot: the firmware chained to the
+	// fleet's iPXE URL (as DHCP would tell it) and ran the script it got. Empty when it got none.
+	KernelCmdline string
 	// MACs of the system's NICs, boot NIC first.
 	MACs []string
 }
@@ -48,8 +58,7 @@ type drive struct {
 type systemState struct {
 	power       string
 	boot        bootOverride
-	mediaImage  string
-	inserted    bool
+	media       []*mediaSlot // virtual media slots; the first is the CD
 	bios        map[string]any
 	pendingBios map[string]any
 	biosVersion string
@@ -83,7 +92,8 @@ func newSystemState(cfg Config) systemState {
 			MAC(cfg.Fleet, i, 1),
 			MAC(cfg.Fleet, i, 2),
 		},
-		uuid: fmt.Sprintf("4c4c4544-%04x-4000-8000-%012x", cfg.Fleet, i+1),
+		uuid:  fmt.Sprintf("4c4c4544-%04x-4000-8000-%012x", cfg.Fleet, i+1),
+		media: mediaSlots(cfg.SingleMediaSlot),
 	}
 }
 
@@ -102,6 +112,53 @@ func FleetOfMAC(mac string) (uint16, bool) {
 		return 0, false
 	}
 	return uint16(b[1]^0x54)<<8 | uint16(b[2]), true //nolint:gosec // bytes.
+}
+
+// chainIPXE is what the firmware of a network-booting server does: DHCP points it at an iPXE
+// script for its MAC (Config.IPXEChainURL); the script's kernel line gives the command line.
+func (s *Server) chainIPXE(mac string) string {
+	if s.cfg.IPXEChainURL == "" {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(s.cfg.IPXEChainURL, "/")+"/"+mac, nil)
+	if err != nil {
+		return ""
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return ""
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "kernel" {
+			return strings.Join(f[2:], " ")
+		}
+	}
+	return ""
+}
+
+// mediaSlots are a virtual CD and, unless single, a virtual USB stick (where a per-claim seed
+// volume goes next to the OS image).
+func mediaSlots(single bool) []*mediaSlot {
+	slots := []*mediaSlot{{id: "CD1", name: "Virtual CD", types: []string{"CD", "DVD"}}}
+	if !single {
+		slots = append(slots, &mediaSlot{id: "USB1", name: "Virtual Removable Media", types: []string{"USBStick"}})
+	}
+	return slots
+}
+
+// mediaSlot is one virtual media device of the BMC.
+type mediaSlot struct {
+	id, name string
+	types    []string
+	image    string
+	inserted bool
 }
 
 // biosRegistry describes every BIOS attribute: its type and, for enumerations, allowed values.
@@ -266,13 +323,25 @@ func (s *Server) booted() {
 	}
 	switch ev.Target {
 	case "Cd":
-		if st.inserted {
-			ev.MediaImage = st.mediaImage
+		if cd := st.media[0]; cd.inserted {
+			ev.MediaImage = cd.image
 		}
 	case "UefiHttp":
 		ev.HTTPBootURI = st.boot.httpURI
 	}
-	for _, f := range s.observers {
-		go f(ev)
+	ev.Media = map[string]string{}
+	for _, m := range st.media {
+		if m.inserted {
+			ev.Media[m.id] = m.image
+		}
 	}
+	observers := slices.Clone(s.observers)
+	go func() {
+		if ev.Target == "Pxe" {
+			ev.KernelCmdline = s.chainIPXE(ev.MACs[0])
+		}
+		for _, f := range observers {
+			go f(ev)
+		}
+	}()
 }

@@ -17,6 +17,9 @@ const (
 	// CleanedCondition is True once every drive of a released host was erased and the erase
 	// verified; False while erasing or when the host cannot be cleaned.
 	CleanedCondition = "Cleaned"
+	// BootPreparedCondition is True once the provisioning boot of the current claim is set up on
+	// the BMC (media or boot override); False says why it cannot be.
+	BootPreparedCondition = "BootPrepared"
 )
 
 // Reasons used with the conditions above.
@@ -49,4 +52,10 @@ const (
 	EraseFailedReason = "EraseFailed"
 	// NothingToEraseReason: the BMC offers no drive erase; the host is not released.
 	NothingToEraseReason = "NothingToErase"
+
+	// NoSeedMediaSlotReason: VirtualMedia provisioning needs a second virtual media device for
+	// the seed volume and the BMC has one only.
+	NoSeedMediaSlotReason = "NoSeedMediaSlot"
+	// BootPreparationFailedReason: the BMC refused setting up the boot.
+	BootPreparationFailedReason = "BootPreparationFailed"
 )

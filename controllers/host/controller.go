@@ -130,6 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 		if err := helper.Patch(ctx, host, patch.WithOwnedConditions{Conditions: []string{
 			infrav1.ReadyCondition, infrav1.BMCReachableCondition, infrav1.InspectedCondition, infrav1.PausedCondition, infrav1.CleanedCondition,
+			infrav1.BootPreparedCondition,
 		}}); err != nil {
 			retErr = errors.Join(retErr, err)
 		}

@@ -255,13 +255,27 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 	case infrav1.BootMethodUefiHTTP:
 		err = s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootUefiHTTP, HTTPBootURI: image})
 	default:
-		if err = s.bmc.InsertMedia(ctx, image); err == nil {
+		// The OS image in the CD, the per-claim NoCloud volume (label cidata) in a second device:
+		// a prebuilt image finds its seed by the volume label, knowing no URL.
+		volume := seed.CIDataURL(r.SeedBaseURL, h.Namespace, c.Consumer.Name, string(sec.Data[seed.KeyToken]))
+		if err = s.bmc.InsertSeedMedia(ctx, volume); errors.Is(err, bmc.ErrNoSeedSlot) {
+			conditions.Set(h, metav1.Condition{Type: infrav1.BootPreparedCondition, Status: metav1.ConditionFalse, Reason: infrav1.NoSeedMediaSlotReason,
+				Message: "This BMC offers a single virtual media device: the OS image and the seed volume cannot both be attached. Boot this host by PXE or UefiHttp (bootMethod), which carry the seed URL instead"})
+			return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
+		}
+		if err == nil {
+			err = s.bmc.InsertMedia(ctx, image)
+		}
+		if err == nil {
 			err = s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootCd})
 		}
 	}
 	if err != nil {
+		conditions.Set(h, metav1.Condition{Type: infrav1.BootPreparedCondition, Status: metav1.ConditionFalse, Reason: infrav1.BootPreparationFailedReason, Message: err.Error()})
 		return ctrl.Result{}, fmt.Errorf("preparing the provisioning boot: %w", err)
 	}
+	conditions.Set(h, metav1.Condition{Type: infrav1.BootPreparedCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason,
+		Message: fmt.Sprintf("%s boot prepared for %s %s", c.BootMethod, c.Consumer.Kind, c.Consumer.Name)})
 	// Record the boot before sending it: once this is stored, the host is never powered off and
 	// booted again for this claim, whatever happens to the power-on request's answer.
 	now := metav1.Now()
@@ -394,6 +408,7 @@ func (r *Reconciler) release(h *infrav1.RedfishHost) {
 	}
 	h.Status.Claim = nil
 	h.Status.State = infrav1.HostStateAvailable
+	conditions.Delete(h, infrav1.BootPreparedCondition) // of the claim that ended
 	if c != nil {
 		r.event(h, "Released", "Release", "released by %s %s (reserved for owner: %t)", c.Consumer.Kind, c.Consumer.Name, h.Status.ReservedFor != nil)
 	}

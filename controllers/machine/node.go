@@ -35,7 +35,11 @@ func (r *Reconciler) waitForNode(ctx context.Context, s *scope) (ctrl.Result, er
 	}
 	// A Node has joined once its kubelet posted status (addresses); a bare Node object is not enough.
 	if len(nodes.Items) == 0 || len(nodes.Items[0].Status.Addresses) == 0 {
-		setNotReady(rm, infrav1.ProvisioningReason, "Waiting for the Node of host "+s.host.Name+" to join")
+		msg := "Waiting for the Node of host " + s.host.Name + " to join"
+		if c := conditions.Get(s.host, infrav1.BootPreparedCondition); c != nil && c.Status == metav1.ConditionFalse {
+			msg = "Host " + s.host.Name + " cannot boot: " + c.Message // e.g. a single virtual media device
+		}
+		setNotReady(rm, infrav1.ProvisioningReason, msg)
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	}
 	node := nodes.Items[0]

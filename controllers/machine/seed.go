@@ -51,6 +51,7 @@ func (r *Reconciler) ensureSeed(ctx context.Context, s *scope) (ctrl.Result, err
 			seed.KeyHostname:        []byte(s.machine.Name),
 			seed.KeyInstanceID:      []byte(s.machine.UID),
 			seed.KeyImageURL:        []byte(rm.Spec.Image.URL),
+			seed.KeyBootMAC:         []byte(s.host.Spec.BootMACAddress),
 		},
 	}
 	if err := controllerutil.SetControllerReference(rm, sec, r.Client.Scheme()); err != nil {

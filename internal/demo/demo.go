@@ -155,6 +155,7 @@ func Run(ctx context.Context, o Options) (retErr error) {
 
 	if w.Fleet, err = simulator.StartFleet(simulator.FleetOptions{
 		Servers: o.Servers, NamePrefix: "server", PowerLatency: o.PowerLatency, TaskDuration: 2 * time.Second,
+		IPXEChainURL: seedURL + "/v1/ipxe", // what DHCP on a provisioning network would point PXE at
 	}); err != nil {
 		return err
 	}
@@ -164,7 +165,7 @@ func Run(ctx context.Context, o Options) (retErr error) {
 	if err != nil {
 		return err
 	}
-	w.OS = simos.New(kubelet, seedURL)
+	w.OS = simos.New(kubelet)
 	w.OS.Attach(w.Fleet)
 
 	progress, stopProgress := context.WithCancel(ctx)

@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/controllers"
 	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
 	"github.com/caprf/cluster-api-provider-redfish/internal/webhooks"
@@ -21,7 +22,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, listen func() (net.Listener, e
 	if err := webhooks.Setup(mgr, mgr.GetAPIReader()); err != nil {
 		return err
 	}
-	srv := &seed.Server{Reader: mgr.GetAPIReader(), BaseURL: o.SeedBaseURL}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.RedfishHost{}, seed.BootMACIndex, seed.IndexBootMAC); err != nil {
+		return err
+	}
+	srv := &seed.Server{Reader: mgr.GetAPIReader(), Hosts: mgr.GetClient(), BaseURL: o.SeedBaseURL}
 	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
 		l, err := listen()
 		if err != nil {

@@ -6,6 +6,7 @@
 package seed
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -15,8 +16,10 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,7 +36,20 @@ const (
 	KeyHostname        = "hostname"
 	KeyInstanceID      = "instanceID"
 	KeyImageURL        = "imageURL"
+	KeyBootMAC         = "bootMAC"
 )
+
+// BootMACIndex indexes RedfishHosts by their lower-case boot MAC (see IndexBootMAC).
+const BootMACIndex = "spec.bootMACAddress"
+
+// IndexBootMAC is the field index the iPXE endpoint looks hosts up by.
+func IndexBootMAC(o client.Object) []string {
+	h, ok := o.(*infrav1.RedfishHost)
+	if !ok || h.Spec.BootMACAddress == "" {
+		return nil
+	}
+	return []string{strings.ToLower(h.Spec.BootMACAddress)}
+}
 
 // SecretName is the name of the seed Secret of a RedfishMachine.
 func SecretName(machine string) string { return machine + "-caprf-seed" }
@@ -59,11 +75,30 @@ func ImageURL(base, namespace, machine, token string) string {
 	return Dir(base, namespace, machine, token) + "image"
 }
 
-// Server answers seed requests. Reader must read Secrets and RedfishHosts (an uncached API
-// reader is right for Secrets: they are not in the manager cache).
+// CIDataURL is the per-claim NoCloud seed volume (ISO 9660, label cidata) a BMC attaches as a
+// second virtual medium next to the OS image.
+func CIDataURL(base, namespace, machine, token string) string {
+	return Dir(base, namespace, machine, token) + "cidata.iso"
+}
+
+// Server answers seed requests.
 type Server struct {
-	Reader  client.Reader
+	// Reader reads Secrets (an uncached API reader: they are not in the manager cache).
+	Reader client.Reader
+	// Hosts reads RedfishHosts by BootMACIndex (the manager's cache, with the index registered).
+	Hosts   client.Reader
 	BaseURL string
+	// IPXERate and IPXEBurst limit iPXE requests per source address (default 1/s, burst 5).
+	IPXERate  rate.Limit
+	IPXEBurst int
+
+	limitersMu sync.Mutex
+	limiters   map[string]*sourceLimiter
+}
+
+type sourceLimiter struct {
+	*rate.Limiter
+	lastSeen time.Time
 }
 
 // Handler returns the HTTP handler of the seed server.
@@ -111,8 +146,32 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, string(sec.Data[KeyImageURL]), http.StatusFound)
 	case "meta-data":
 		w.Header().Set("Content-Type", "text/yaml")
-		fmt.Fprintf(w, "instance-id: %s\nlocal-hostname: %s\nprovider-id: %s\n",
-			sec.Data[KeyInstanceID], sec.Data[KeyHostname], sec.Data[KeyProviderID])
+		_, _ = w.Write(metaData(sec))
+	case "network-config":
+		w.Header().Set("Content-Type", "text/yaml")
+		_, _ = w.Write(networkConfig(string(sec.Data[KeyBootMAC])))
+	case "cidata.iso":
+		data, format, err := s.bootstrapData(r.Context(), ns, string(sec.Data[KeyBootstrapSecret]))
+		if err != nil {
+			log.Error(err, "reading bootstrap data")
+			http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		if format == "ignition" {
+			http.Error(w, "bootstrap data is Ignition: boot by PXE or UefiHttp (ignition.config.url), not from a cidata volume", http.StatusNotFound)
+			return
+		}
+		iso, err := CIDataISO(map[string][]byte{
+			"meta-data": metaData(sec), "user-data": data, "network-config": networkConfig(string(sec.Data[KeyBootMAC])),
+		})
+		if err != nil {
+			log.Error(err, "building the seed volume")
+			http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		log.V(2).Info("served the seed volume") // its content never reaches logs
+		w.Header().Set("Content-Type", "application/x-iso9660-image")
+		http.ServeContent(w, r, "cidata.iso", time.Time{}, bytes.NewReader(iso))
 	case "vendor-data":
 		w.Header().Set("Content-Type", "text/plain")
 	case "user-data", "ignition.json":
@@ -133,6 +192,11 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+func metaData(sec *corev1.Secret) []byte {
+	return fmt.Appendf(nil, "instance-id: %s\nlocal-hostname: %s\nprovider-id: %s\n",
+		sec.Data[KeyInstanceID], sec.Data[KeyHostname], sec.Data[KeyProviderID])
+}
+
 func (s *Server) bootstrapData(ctx context.Context, ns, name string) ([]byte, string, error) {
 	sec := &corev1.Secret{}
 	if err := s.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sec); err != nil {
@@ -145,19 +209,26 @@ func (s *Server) bootstrapData(ctx context.Context, ns, name string) ([]byte, st
 	return sec.Data["value"], format, nil
 }
 
-// serveIPXE answers a network-booting host (PXE chained to iPXE) by its boot MAC: while the host
-// is provisioning it gets a script that boots the image with the NoCloud seed on the kernel
-// command line. Outside that window it gets 404.
+// serveIPXE answers a network-booting host (PXE chained to iPXE) by its boot MAC with a script
+// that boots the image with the NoCloud seed on the kernel command line. It answers only for a
+// host whose claim boots by PXE, from the moment its boot was issued until its Node joined (the
+// seed Secret is gone then); 404 otherwise, without saying why. Requests are rate-limited per
+// source address: a MAC is no secret (it is in the host's spec and status), so the window and the
+// limit are what keep the token from anyone else on the provisioning network.
 func (s *Server) serveIPXE(w http.ResponseWriter, r *http.Request) {
+	if !s.allow(r) {
+		http.Error(w, "too many requests", http.StatusTooManyRequests)
+		return
+	}
 	mac := strings.ToLower(r.PathValue("mac"))
 	hosts := &infrav1.RedfishHostList{}
-	if err := s.Reader.List(r.Context(), hosts); err != nil {
+	if err := s.Hosts.List(r.Context(), hosts, client.MatchingFields{BootMACIndex: mac}); err != nil {
 		http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
 		return
 	}
 	for _, h := range hosts.Items {
 		c := h.Status.Claim
-		if strings.ToLower(h.Spec.BootMACAddress) != mac || h.Status.State != infrav1.HostStateProvisioning || c == nil {
+		if h.Status.State != infrav1.HostStateProvisioning || c == nil || c.BootMethod != infrav1.BootMethodPXE || h.Status.BootIssuedAt == nil {
 			continue
 		}
 		sec := &corev1.Secret{}
@@ -170,6 +241,41 @@ func (s *Server) serveIPXE(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.NotFound(w, r)
+}
+
+// allow takes a token from the limiter of the request's source address.
+func (s *Server) allow(r *http.Request) bool {
+	source, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		source = r.RemoteAddr
+	}
+	now := time.Now()
+	s.limitersMu.Lock()
+	defer s.limitersMu.Unlock()
+	if s.limiters == nil {
+		s.limiters = map[string]*sourceLimiter{}
+	}
+	l, ok := s.limiters[source]
+	if !ok {
+		if len(s.limiters) > 10000 { // forget sources quiet for a while
+			for k, v := range s.limiters {
+				if now.Sub(v.lastSeen) > 10*time.Minute {
+					delete(s.limiters, k)
+				}
+			}
+		}
+		limit, burst := s.IPXERate, s.IPXEBurst
+		if limit == 0 {
+			limit = 1
+		}
+		if burst == 0 {
+			burst = 5
+		}
+		l = &sourceLimiter{Limiter: rate.NewLimiter(limit, burst)}
+		s.limiters[source] = l
+	}
+	l.lastSeen = now
+	return l.Allow()
 }
 
 // Serve runs the seed server on l until ctx ends.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -90,7 +91,7 @@ Flags:
 
 	fleet, err := simulator.StartFleet(simulator.FleetOptions{
 		Servers: o.servers, NamePrefix: o.prefix, Fleet: uint16(o.fleet), //nolint:gosec // checked to be 0-65535.
-		PowerLatency: o.powerLatency, TaskDuration: o.taskDuration, TLS: o.tls,
+		PowerLatency: o.powerLatency, TaskDuration: o.taskDuration, TLS: o.tls, IPXEChainURL: o.ipxeChainURL(),
 	})
 	if err != nil {
 		return err
@@ -118,6 +119,15 @@ Flags:
 		fmt.Fprintf(stderr, "redfish-sim: servers stopped; their RedfishHosts stay registered: kubectl -n %s delete redfishhosts,secrets -l %s=%s\n", o.namespace, FleetLabel, o.prefix)
 	}
 	return nil
+}
+
+// ipxeChainURL is where the servers' firmware fetches its iPXE script on a network boot (what
+// DHCP would point it at): the seed server's iPXE endpoint.
+func (o *options) ipxeChainURL() string {
+	if o.seedURL == "" {
+		return ""
+	}
+	return strings.TrimSuffix(o.seedURL, "/") + "/v1/ipxe"
 }
 
 func (o *options) complete() error {
@@ -191,7 +201,7 @@ func (o *options) connect(ctx context.Context) (client.Client, error) {
 // register creates a credentials Secret and a RedfishHost for every server (never overwriting
 // an existing one) and attaches the simulated OS, which writes Nodes with the same client.
 func (o *options) register(ctx context.Context, c client.Client, fleet *simulator.Fleet, stderr io.Writer) error {
-	simos.New(c, o.seedURL).Attach(fleet)
+	simos.New(c).Attach(fleet)
 	for _, s := range fleet.Servers {
 		secret, host := o.objects(s)
 		for _, obj := range []client.Object{secret, host} {

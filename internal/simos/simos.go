@@ -1,17 +1,22 @@
-// Package simos is the simulated operating system of the Redfish simulator's servers. When a
-// simulated server boots provisioning media it does what a real image with cloud-init does: it
-// finds its NoCloud seed (next to the virtual media or UEFI HTTP boot URL, or through the iPXE
-// script served for its MAC), fetches meta-data and user-data, and its "kubelet" registers a Node
-// with the providerID from meta-data in the workload cluster. Booting from disk later brings the
-// same Node back to Ready.
+// Package simos is the simulated operating system of the Redfish simulator's servers. It knows
+// only what a real OS could: when a server boots provisioning media it does what a prebuilt image
+// with cloud-init does: booted from the virtual CD, it reads the other attached media and takes
+// the volume labelled cidata as its NoCloud seed; booted from the network, it takes the seed URL
+// from its kernel command line (ds=nocloud-net;s=…, set by the iPXE script its firmware chained
+// to); booted by UEFI HTTP, it takes the seed next to the URI it was booted from (which EFI
+// exposes). It reads meta-data and user-data, and its "kubelet" registers a Node with the
+// providerID from meta-data in the workload cluster. Booting from disk later brings the same Node
+// back to Ready.
 package simos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"path"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
 	"github.com/caprf/cluster-api-provider-redfish/simulator"
 )
 
@@ -28,8 +34,6 @@ import (
 type OS struct {
 	// Client writes Nodes into the workload cluster.
 	Client client.Client
-	// SeedBaseURL is where PXE-booted servers ask for their iPXE script.
-	SeedBaseURL string
 
 	mu        sync.Mutex
 	fetched   map[string][]string // server -> bootstrap data it fetched, in order
@@ -38,8 +42,8 @@ type OS struct {
 }
 
 // New returns a simulated OS writing Nodes with c.
-func New(c client.Client, seedBaseURL string) *OS {
-	return &OS{Client: c, SeedBaseURL: seedBaseURL, fetched: map[string][]string{}, installed: map[string]string{}}
+func New(c client.Client) *OS {
+	return &OS{Client: c, fetched: map[string][]string{}, installed: map[string]string{}}
 }
 
 // Attach makes every server of the fleet run this OS.
@@ -72,36 +76,29 @@ func (o *OS) fail(err error) {
 func (o *OS) boot(e simulator.BootEvent) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var seedDir string
+	var meta, userData string
+	var err error
 	switch e.Target {
 	case "Cd":
-		seedDir = dirOf(e.MediaImage)
+		if e.MediaImage == "" {
+			return // no provisioning media: nothing to install
+		}
+		meta, userData, err = o.seedFromMedia(ctx, e)
 	case "UefiHttp":
-		seedDir = dirOf(e.HTTPBootURI)
+		meta, userData, err = fetchSeed(ctx, dirOf(e.HTTPBootURI))
 	case "Pxe":
-		script, err := get(ctx, strings.TrimSuffix(o.SeedBaseURL, "/")+"/v1/ipxe/"+e.MACs[0])
-		if err != nil {
-			o.fail(fmt.Errorf("%s: PXE: %w", e.ServerID, err))
+		dir := seedFromCmdline(e.KernelCmdline)
+		if dir == "" {
+			o.fail(fmt.Errorf("%s: PXE boot without a NoCloud seed on the kernel command line %q", e.ServerID, e.KernelCmdline))
 			return
 		}
-		if i := strings.Index(script, "s="); i >= 0 {
-			seedDir = strings.Fields(script[i+2:])[0]
-		}
+		meta, userData, err = fetchSeed(ctx, dir)
 	default:
 		o.diskBoot(ctx, e)
 		return
 	}
-	if seedDir == "" {
-		return // no provisioning media: nothing to install
-	}
-	meta, err := get(ctx, seedDir+"meta-data")
 	if err != nil {
-		o.fail(fmt.Errorf("%s: meta-data: %w", e.ServerID, err))
-		return
-	}
-	userData, err := get(ctx, seedDir+"user-data")
-	if err != nil {
-		o.fail(fmt.Errorf("%s: user-data: %w", e.ServerID, err))
+		o.fail(fmt.Errorf("%s: %s boot: %w", e.ServerID, e.Target, err))
 		return
 	}
 	md := parseMeta(meta)
@@ -177,6 +174,66 @@ func hexByte(h string) string {
 	var n int
 	_, _ = fmt.Sscanf(h, "%x", &n)
 	return fmt.Sprint(n)
+}
+
+// seedFromMedia reads every medium attached besides the CD it booted from, as cloud-init scans
+// block devices, and takes the one labelled cidata.
+func (o *OS) seedFromMedia(ctx context.Context, e simulator.BootEvent) (string, string, error) {
+	slots := make([]string, 0, len(e.Media))
+	for slot := range e.Media {
+		slots = append(slots, slot)
+	}
+	sort.Strings(slots)
+	var seen []string
+	for _, slot := range slots {
+		image := e.Media[slot]
+		if image == e.MediaImage {
+			continue // the boot CD: the OS image itself
+		}
+		data, err := get(ctx, image)
+		if err != nil {
+			return "", "", fmt.Errorf("reading the medium in %s: %w", slot, err)
+		}
+		label, files, err := seed.ReadVolume([]byte(data))
+		if err != nil {
+			return "", "", fmt.Errorf("reading the medium in %s: %w", slot, err)
+		}
+		seen = append(seen, slot+"="+label)
+		if label == seed.CIDataLabel {
+			return string(files["meta-data"]), string(files["user-data"]), nil
+		}
+	}
+	return "", "", fmt.Errorf("no volume labelled %s among the attached media %v", seed.CIDataLabel, seen)
+}
+
+// seedFromCmdline returns s= of a ds=nocloud-net;s=<url> kernel argument.
+func seedFromCmdline(cmdline string) string {
+	for _, arg := range strings.Fields(cmdline) {
+		if v, ok := strings.CutPrefix(arg, "ds=nocloud-net;"); ok {
+			for _, kv := range strings.Split(v, ";") {
+				if u, ok := strings.CutPrefix(kv, "s="); ok {
+					return u
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// fetchSeed reads meta-data and user-data of a NoCloud-net seed folder.
+func fetchSeed(ctx context.Context, dir string) (string, string, error) {
+	if dir == "" {
+		return "", "", errors.New("no seed URL")
+	}
+	meta, err := get(ctx, dir+"meta-data")
+	if err != nil {
+		return "", "", fmt.Errorf("meta-data: %w", err)
+	}
+	userData, err := get(ctx, dir+"user-data")
+	if err != nil {
+		return "", "", fmt.Errorf("user-data: %w", err)
+	}
+	return meta, userData, nil
 }
 
 func dirOf(url string) string {

@@ -50,7 +50,7 @@ type bedOptions struct {
 	mutate       func(i int, h *infrav1.RedfishHost)
 	withOS       bool
 	powerLatency time.Duration          // default 50ms
-	fleet        simulator.FleetOptions // EraseDuration and NoSecureErase are taken from here
+	fleet        simulator.FleetOptions // EraseDuration, NoSecureErase and SingleMediaSlot are taken from here
 }
 
 func startBed(name string, n int, o bedOptions) *bed {
@@ -64,14 +64,16 @@ func startBed(name string, n int, o bedOptions) *bed {
 	// Every bed's servers get MACs and UUIDs of their own: one server is registered only once.
 	fleet, err := simulator.StartFleet(simulator.FleetOptions{
 		Servers: n, NamePrefix: name, Fleet: uint16(fleets.Add(1)), PowerLatency: o.powerLatency, TaskDuration: time.Second, //nolint:gosec // far fewer than 65535 beds.
-		EraseDuration: o.fleet.EraseDuration, NoSecureErase: o.fleet.NoSecureErase,
+		EraseDuration: o.fleet.EraseDuration, NoSecureErase: o.fleet.NoSecureErase, SingleMediaSlot: o.fleet.SingleMediaSlot,
+		// DHCP on the provisioning network chains network boots to the seed server's iPXE endpoint.
+		IPXEChainURL: seedBaseURL + "/v1/ipxe",
 	})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(fleet.Close)
 	// The simulated kubelet talks to the API server directly, as a real one does (no cache).
 	kubelet, err := testenv.NewWatchClient(env.Config)
 	Expect(err).NotTo(HaveOccurred())
-	b := &bed{ns: ns.Name, fleet: fleet, os: simos.New(kubelet, seedBaseURL)}
+	b := &bed{ns: ns.Name, fleet: fleet, os: simos.New(kubelet)}
 	if o.withOS {
 		b.os.Attach(fleet)
 	}

@@ -127,12 +127,13 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 	}
 
 	t.Log("a control-plane Machine runs on a simulated server, reconciled by the binary as its ServiceAccount")
-	fleet, err := simulator.StartFleet(simulator.FleetOptions{Servers: 1, NamePrefix: "mgr", Password: bmcPassword, PowerLatency: 50 * time.Millisecond})
+	fleet, err := simulator.StartFleet(simulator.FleetOptions{Servers: 1, NamePrefix: "mgr", Password: bmcPassword, PowerLatency: 50 * time.Millisecond,
+		IPXEChainURL: "http://" + seedAddr + "/v1/ipxe"})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(fleet.Close)
 	kubelet, err := testenv.NewWatchClient(env.Config)
 	g.Expect(err).NotTo(HaveOccurred())
-	simOS := simos.New(kubelet, "http://"+seedAddr)
+	simOS := simos.New(kubelet)
 	simOS.Attach(fleet)
 
 	g.Expect(env.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "rack"}})).To(Succeed())

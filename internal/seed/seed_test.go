@@ -1,0 +1,177 @@
+package seed
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+)
+
+const token = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// world is a seed server over a fake API: one claim's seed Secret and bootstrap data, and hosts.
+func world(t *testing.T, format string, hosts ...*infrav1.RedfishHost) (*httptest.Server, client.Client) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := infrav1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	data := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "boot"}, Data: map[string][]byte{"value": []byte("#cloud-config\nruncmd: [kubeadm join]\n")}}
+	if format != "" {
+		data.Data["format"] = []byte(format)
+		data.Data["value"] = []byte(`{"ignition":{"version":"3.4.0"}}`)
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: SecretName("m1")}, Data: map[string][]byte{
+		KeyToken: []byte(token), KeyBootstrapSecret: []byte("boot"), KeyProviderID: []byte("redfish://ns/h1/m1"),
+		KeyHostname: []byte("m1"), KeyInstanceID: []byte("uid-1"), KeyImageURL: []byte("https://images.example/os.iso"),
+		KeyBootMAC: []byte("52:54:00:00:00:01"),
+	}}
+	b := fake.NewClientBuilder().WithScheme(scheme).WithObjects(data, sec).WithIndex(&infrav1.RedfishHost{}, BootMACIndex, IndexBootMAC)
+	for _, h := range hosts {
+		b = b.WithObjects(h)
+	}
+	c := b.Build()
+	srv := &Server{Reader: c, Hosts: c}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	srv.BaseURL = ts.URL
+	return ts, c
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get(url) //nolint:noctx // test
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func TestSeedFilesNeedTheClaimsToken(t *testing.T) {
+	ts, c := world(t, "")
+	dir := Dir(ts.URL, "ns", "m1", token)
+	for _, tc := range []struct {
+		url        string
+		wantStatus int
+		wantBody   string
+	}{
+		{dir + "meta-data", 200, "instance-id: uid-1\nlocal-hostname: m1\nprovider-id: redfish://ns/h1/m1\n"},
+		{dir + "user-data", 200, "#cloud-config\nruncmd: [kubeadm join]\n"},
+		{dir + "network-config", 200, `macaddress: "52:54:00:00:00:01"`},
+		{dir + "ignition.json", 404, ""},
+		{dir + "image", 302, ""},
+		{Dir(ts.URL, "ns", "m1", strings.Repeat("0", 64)) + "meta-data", 404, ""},
+		{Dir(ts.URL, "ns", "m2", token) + "meta-data", 404, ""},
+		{Dir(ts.URL, "other", "m1", token) + "user-data", 404, ""},
+		{dir + "anything-else", 404, ""},
+	} {
+		status, body := get(t, tc.url)
+		if status != tc.wantStatus || !strings.Contains(body, tc.wantBody) {
+			t.Errorf("GET %s: %d %q, want %d containing %q", strings.TrimPrefix(tc.url, ts.URL), status, body, tc.wantStatus, tc.wantBody)
+		}
+	}
+
+	t.Run("the volume holds the same seed, labelled cidata", func(t *testing.T) {
+		status, body := get(t, dir+"cidata.iso")
+		if status != 200 {
+			t.Fatalf("GET cidata.iso: %d", status)
+		}
+		label, files, err := ReadVolume([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if label != "cidata" || string(files["user-data"]) != "#cloud-config\nruncmd: [kubeadm join]\n" || !strings.Contains(string(files["meta-data"]), "provider-id: redfish://ns/h1/m1") || files["network-config"] == nil {
+			t.Errorf("volume %q with %v", label, files)
+		}
+	})
+
+	t.Run("everything answers 404 once the seed Secret is gone (the Node joined)", func(t *testing.T) {
+		if err := c.Delete(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: SecretName("m1")}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"meta-data", "user-data", "cidata.iso", "image"} {
+			if status, _ := get(t, dir+f); status != 404 {
+				t.Errorf("GET %s after the Node joined: %d, want 404", f, status)
+			}
+		}
+	})
+}
+
+func TestIgnitionBootstrapDataIsServedAsIgnitionOnly(t *testing.T) {
+	ts, _ := world(t, "ignition")
+	dir := Dir(ts.URL, "ns", "m1", token)
+	if status, body := get(t, dir+"ignition.json"); status != 200 || !strings.Contains(body, `"version":"3.4.0"`) {
+		t.Errorf("ignition.json: %d %q", status, body)
+	}
+	for _, f := range []string{"user-data", "cidata.iso"} {
+		if status, _ := get(t, dir+f); status != 404 {
+			t.Errorf("%s of Ignition data: %d, want 404", f, status)
+		}
+	}
+}
+
+func provisioningHost(name, mac string, method infrav1.BootMethod, booted bool) *infrav1.RedfishHost {
+	h := &infrav1.RedfishHost{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+		Spec:       infrav1.RedfishHostSpec{BootMACAddress: mac},
+		Status: infrav1.RedfishHostStatus{State: infrav1.HostStateProvisioning, Claim: &infrav1.HostClaim{
+			Consumer: infrav1.ObjectRef{Kind: "RedfishMachine", Namespace: "ns", Name: "m1"}, BootMethod: method,
+		}},
+	}
+	if booted {
+		now := metav1.Now()
+		h.Status.BootIssuedAt = &now
+	}
+	return h
+}
+
+func TestIPXEScriptOnlyForAHostBootingByPXEWithinItsBootWindow(t *testing.T) {
+	ts, _ := world(t, "",
+		provisioningHost("pxe", "52:54:00:00:00:01", infrav1.BootMethodPXE, true),
+		provisioningHost("http", "52:54:00:00:00:02", infrav1.BootMethodUefiHTTP, true),
+		provisioningHost("media", "52:54:00:00:00:03", infrav1.BootMethodVirtualMedia, true),
+		provisioningHost("notyet", "52:54:00:00:00:04", infrav1.BootMethodPXE, false),
+	)
+	dir := Dir(ts.URL, "ns", "m1", token)
+	if status, body := get(t, ts.URL+"/v1/ipxe/52:54:00:00:00:01"); status != 200 || body != "#!ipxe\nkernel "+dir+"image ds=nocloud-net;s="+dir+"\nboot\n" {
+		t.Errorf("PXE host in its window: %d %q", status, body)
+	}
+	for mac, why := range map[string]string{
+		"52:54:00:00:00:02": "boots by UEFI HTTP", "52:54:00:00:00:03": "boots from virtual media",
+		"52:54:00:00:00:04": "has no boot issued yet", "52:54:00:00:00:99": "is unknown",
+	} {
+		if status, body := get(t, ts.URL+"/v1/ipxe/"+mac); status != 404 || strings.Contains(body, token) {
+			t.Errorf("a host that %s got %d %q, want 404 without the token", why, status, body)
+		}
+	}
+}
+
+func TestIPXERequestsAreRateLimitedPerSource(t *testing.T) {
+	ts, _ := world(t, "")
+	limited := 0
+	for range 20 {
+		if status, _ := get(t, ts.URL+"/v1/ipxe/52:54:00:00:00:99"); status == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	// A burst of 5 at 1/s: of 20 quick requests, about 15 are refused.
+	if limited < 10 {
+		t.Errorf("%d of 20 rapid requests from one source refused, want most", limited)
+	}
+}

@@ -1,0 +1,128 @@
+package e2e
+
+import (
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/sample"
+	"github.com/caprf/cluster-api-provider-redfish/simulator"
+)
+
+// How a prebuilt image gets its per-claim seed. The simulated OS finds it only as a real one
+// could: on the media the BMC attached, or on the kernel command line it was booted with.
+var _ = Describe("Seed delivery", func() {
+	It("attaches a cidata volume next to the OS image for VirtualMedia, and the OS reads its seed from that volume", Label("seed-volume"), func() {
+		b := newBed("seedvol", 1, nil)
+		b.waitHostsAvailable(1)
+		server := b.fleet.Servers[0]
+		var mu sync.Mutex
+		var media map[string]string
+		server.OnBoot(func(e simulator.BootEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			if e.Target == "Cd" {
+				media = e.Media
+			}
+		})
+		b.createCluster("seedvol")
+		b.controlPlane()
+		mu.Lock()
+		defer mu.Unlock()
+		Expect(b.os.Fetched()[server.ID()]).To(Equal([]string{"#cloud-config for the control plane\n"}))
+		Expect(media).To(HaveLen(2), "the OS image and the seed volume")
+		Expect(media["CD1"]).To(HaveSuffix("/image"))
+		Expect(media["USB1"]).To(HaveSuffix("/cidata.iso"))
+
+		By("the volume answering 404 once the Node joined")
+		Expect(httpStatusOf(media["USB1"])).To(Equal(http.StatusNotFound))
+	})
+
+	It("refuses VirtualMedia on a BMC with a single virtual media device, naming PXE and UefiHttp", Label("seed-volume"), func() {
+		b := startBed("onemedia", 1, bedOptions{withOS: true, fleet: simulator.FleetOptions{SingleMediaSlot: true}})
+		b.waitHostsAvailable(1)
+		b.createCluster("onemedia")
+		data, rm, m := sample.ControlPlane(b.ns, b.cluster.Name, b.ns+"-cp")
+		for _, o := range []client.Object{data, rm, m} {
+			Expect(env.Create(ctx, o)).To(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			h := &infrav1.RedfishHost{}
+			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: b.fleet.Servers[0].ID()}, h)).To(Succeed())
+			c := findCondition(h.Status.Conditions, infrav1.BootPreparedCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(infrav1.NoSeedMediaSlotReason))
+			g.Expect(c.Message).To(And(ContainSubstring("PXE"), ContainSubstring("UefiHttp")))
+			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(rm), rm)).To(Succeed())
+			ready := findCondition(rm.Status.Conditions, infrav1.ReadyCondition)
+			g.Expect(ready).NotTo(BeNil())
+			g.Expect(ready.Message).To(ContainSubstring("cannot boot: This BMC offers a single virtual media device"))
+		}).Should(Succeed())
+		Expect(b.fleet.Servers[0].Stats().Boots).To(BeZero(), "the host was booted without its seed")
+	})
+
+	It("boots PXE hosts with the seed on the kernel command line, UEFI HTTP hosts from the per-claim URI, and refuses the iPXE script to a host that does not boot by PXE", Label("seed-pxe"), func() {
+		b := newBed("seedpxe", 4, nil)
+		b.waitHostsAvailable(4)
+		b.createCluster("seedpxe")
+		b.controlPlane() // VirtualMedia
+		var mu sync.Mutex
+		var cmdlines []string
+		for _, s := range b.fleet.Servers {
+			s.OnBoot(func(e simulator.BootEvent) {
+				mu.Lock()
+				defer mu.Unlock()
+				if e.Target == "Pxe" {
+					cmdlines = append(cmdlines, e.KernelCmdline)
+				}
+			})
+		}
+		b.template("pxe", infrav1.RedfishMachineSpec{BootMethod: infrav1.BootMethodPXE})
+		b.template("http", infrav1.RedfishMachineSpec{BootMethod: infrav1.BootMethodUefiHTTP})
+		b.machineDeployment("pxe", "pxe", 1)
+		b.machineDeployment("http", "http", 1)
+		b.waitRunning("pxe", 1)
+		b.waitRunning("http", 1)
+		mu.Lock()
+		defer mu.Unlock()
+		Expect(cmdlines).To(HaveLen(1))
+		Expect(cmdlines[0]).To(MatchRegexp(`^ds=nocloud-net;s=http://\S+/v1/` + b.ns + `/\S+/[0-9a-f]{64}/$`))
+		Expect(b.os.Fetched()[b.hostOf(b.machines("pxe")[0])]).To(Equal([]string{"#cloud-config for pxe\n"}))
+		Expect(b.os.Fetched()[b.hostOf(b.machines("http")[0])]).To(Equal([]string{"#cloud-config for http\n"}))
+
+		By("asking for the iPXE script of a host that boots by UEFI HTTP while it provisions")
+		for _, s := range b.fleet.Servers {
+			s.Fault.Latency(500 * time.Millisecond) // a slow BMC keeps the boot window open a while
+		}
+		b.machineDeployment("http2", "http", 1)
+		var httpHost *infrav1.RedfishHost
+		Eventually(func(g Gomega) {
+			for _, h := range b.hosts() {
+				if c := h.Status.Claim; c != nil && c.BootMethod == infrav1.BootMethodUefiHTTP && h.Status.State == infrav1.HostStateProvisioning && h.Status.BootIssuedAt != nil {
+					httpHost = &h
+				}
+			}
+			g.Expect(httpHost).NotTo(BeNil())
+		}, time.Minute, 50*time.Millisecond).Should(Succeed())
+		Expect(httpStatusOf(seedBaseURL + "/v1/ipxe/" + httpHost.Spec.BootMACAddress)).To(Equal(http.StatusNotFound))
+		b.waitRunning("http2", 1)
+	})
+})
+
+func httpStatusOf(url string) int {
+	GinkgoHelper()
+	c := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get(url) //nolint:noctx // a test probe.
+	Expect(err).NotTo(HaveOccurred())
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode
+}
