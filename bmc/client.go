@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -200,15 +201,20 @@ type client struct {
 // Connect creates a client: it reads the service root and, when the address names no system,
 // discovers the only system the BMC manages. Credentials are checked on first use (see Check).
 func Connect(ctx context.Context, t Target, opts Options) (Client, error) {
-	c, err := connect(ctx, t, opts)
+	c, err := connect(ctx, t, opts, nil)
 	if err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-func connect(ctx context.Context, t Target, opts Options) (*client, error) {
+// connect makes a client whose transport uses br (a new breaker when nil): the pool passes the
+// breaker of the BMC's entry, so failed connects count towards opening it.
+func connect(ctx context.Context, t Target, opts Options, br *breaker) (*client, error) {
 	opts = opts.withDefaults()
+	if br == nil {
+		br = newBreaker(opts)
+	}
 	addr, err := ParseAddress(t.Address)
 	if err != nil {
 		return nil, err
@@ -217,7 +223,7 @@ func connect(ctx context.Context, t Target, opts Options) (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr := newTransport(base, addr.BaseURL, t.Username, t.Password, opts)
+	tr := newTransport(base, addr.BaseURL, t.Username, t.Password, opts, br)
 	ctx, cancel := context.WithTimeout(ctx, opts.CallTimeout)
 	defer cancel()
 	api, err := gofish.ConnectContext(ctx, gofish.ClientConfig{
@@ -770,7 +776,9 @@ func offersSecureErase(raw []byte) bool {
 	return json.Unmarshal(raw, &d) == nil && d.Actions.SecureErase.Target != ""
 }
 
-// classify maps BMC answers to the package's sentinel errors, keeping the original text.
+// classify maps BMC answers to the package's sentinel errors, keeping the original text, with
+// secrets redacted: BMCs echo rejected values (an image URL with its seed token) in their error
+// bodies, and errors end up in conditions, events and logs.
 func classify(err error) error {
 	if err == nil {
 		return nil
@@ -779,10 +787,32 @@ func classify(err error) error {
 	if errors.As(err, &re) {
 		switch re.HTTPReturnedStatusCode {
 		case http.StatusConflict:
-			return fmt.Errorf("%w: %s", ErrConflict, re.Message)
+			return fmt.Errorf("%w: %s", ErrConflict, Redact(re.Message))
 		case http.StatusUnauthorized, http.StatusForbidden:
-			return fmt.Errorf("%w: %s", ErrAuth, re.Message)
+			return fmt.Errorf("%w: %s", ErrAuth, Redact(re.Message))
 		}
 	}
-	return err
+	return &redactedError{msg: Redact(err.Error()), err: err}
+}
+
+// redactedError shows a redacted text; errors.Is and errors.As still see the BMC's error.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+var (
+	// seedToken matches the 256-bit tokens of per-claim seed URLs.
+	seedToken = regexp.MustCompile(`[0-9a-fA-F]{64}`)
+	// urlUserinfo matches credentials in URLs (scheme://user:password@host).
+	urlUserinfo = regexp.MustCompile(`(://)[^/@\s"']+@`)
+)
+
+// Redact removes secrets a text may carry: seed tokens and credentials in URLs.
+func Redact(s string) string {
+	s = seedToken.ReplaceAllString(s, "REDACTED")
+	return urlUserinfo.ReplaceAllString(s, "${1}REDACTED@")
 }

@@ -259,7 +259,7 @@ func TestWrongCredentialsGiveErrAuth(t *testing.T) {
 	s := newSim(t, simulator.Config{})
 	tg := target(s)
 	tg.Password = "wrong"
-	c, err := connect(context.Background(), tg, fastOpts)
+	c, err := connect(context.Background(), tg, fastOpts, nil)
 	if err != nil {
 		t.Fatal(err) // the service root is public: connecting works, using does not
 	}

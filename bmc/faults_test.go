@@ -176,10 +176,10 @@ func TestTLSVerifiesTheBMCCertificate(t *testing.T) {
 
 	noCA := target(s)
 	noCA.CABundle = nil
-	if _, err := connect(ctx, noCA, fastOpts); err == nil {
+	if _, err := connect(ctx, noCA, fastOpts, nil); err == nil {
 		t.Fatal("a self-signed BMC certificate was accepted without its CA")
 	}
-	withCA, err := connect(ctx, target(s), fastOpts)
+	withCA, err := connect(ctx, target(s), fastOpts, nil)
 	if err != nil {
 		t.Fatalf("with the CA bundle: %v", err)
 	}
@@ -188,7 +188,7 @@ func TestTLSVerifiesTheBMCCertificate(t *testing.T) {
 	}
 	insecure := noCA
 	insecure.InsecureSkipVerify = true
-	c, err := connect(ctx, insecure, fastOpts)
+	c, err := connect(ctx, insecure, fastOpts, nil)
 	if err != nil {
 		t.Fatalf("insecureSkipVerify: %v", err)
 	}
@@ -281,5 +281,75 @@ func TestConcurrentSessionRenewalCreatesOneSessionAndDeletesTheOldOnce(t *testin
 	}
 	if n := after.Requests["DELETE"] - before.Requests["DELETE"]; n != 1 {
 		t.Errorf("the expired session was deleted %d times, want once", n)
+	}
+}
+
+// A BMC that never answered keeps its breaker across failed connects: once open, Get fails fast
+// without a request instead of holding a reconcile worker for the whole call timeout, and a
+// half-open probe is a single attempt, not a whole retry budget.
+func TestBMCThatNeverConnectedOpensTheBreakerAndIsProbedWithOneRequest(t *testing.T) {
+	s := newSim(t, simulator.Config{})
+	s.Fault.Hang()
+	defer s.Fault.Unhang()
+	pool := NewPool(fastOpts)
+	ctx := context.Background()
+	tg := target(s)
+
+	if _, err := pool.Get(ctx, tg); err == nil {
+		t.Fatal("a hanging BMC must not connect")
+	}
+	if n := s.Stats().Requests["GET"]; n != fastOpts.BreakerThreshold {
+		t.Errorf("the first connect sent %d requests, want %d (retries stop once the breaker opens)", n, fastOpts.BreakerThreshold)
+	}
+
+	before := s.Stats().Requests["GET"]
+	start := time.Now()
+	for range 5 {
+		if _, err := pool.Get(ctx, tg); !errors.Is(err, ErrCircuitOpen) {
+			t.Fatalf("a connect while the breaker is open: %v, want ErrCircuitOpen", err)
+		}
+	}
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("5 connects to an open breaker took %s: they must fail fast", d)
+	}
+	if n := s.Stats().Requests["GET"] - before; n != 0 {
+		t.Errorf("an open breaker let %d requests through", n)
+	}
+
+	// After the cooldown one probe goes through; it fails and the breaker opens again.
+	time.Sleep(fastOpts.BreakerCooldown)
+	before = s.Stats().Requests["GET"]
+	if _, err := pool.Get(ctx, tg); err == nil {
+		t.Fatal("the probe of a hanging BMC must fail")
+	}
+	if n := s.Stats().Requests["GET"] - before; n != 1 {
+		t.Errorf("the half-open probe sent %d requests, want 1", n)
+	}
+	if _, err := pool.Get(ctx, tg); !errors.Is(err, ErrCircuitOpen) {
+		t.Errorf("after a failed probe: %v, want ErrCircuitOpen", err)
+	}
+}
+
+// BMCs echo rejected values in their errors; a seed URL carries its claim's token, and
+// credentials may be in a URL: neither may leave the bmc package in an error.
+func TestBMCErrorsEchoingAnImageURLDoNotCarryTheSeedToken(t *testing.T) {
+	s := newSim(t, simulator.Config{})
+	c := connectTo(t, s, fastOpts)
+	const token = "c0ffee0123456789abcdef0123456789abcdef0123456789abcdef0123456789"
+	s.Fault.RejectMedia(2)
+	for _, insert := range []func(context.Context, string) error{c.InsertMedia, c.InsertSeedMedia} {
+		err := insert(context.Background(), "http://seed.example:30082/v1/ns/m1/"+token+"/cidata.iso")
+		if err == nil {
+			t.Fatal("the BMC rejected the media")
+		}
+		if strings.Contains(err.Error(), token) {
+			t.Errorf("the error carries the seed token: %v", err)
+		}
+		if !strings.Contains(err.Error(), "/v1/ns/m1/REDACTED/cidata.iso") {
+			t.Errorf("the error should still say what was rejected: %v", err)
+		}
+	}
+	if got := Redact("https://admin:hunter2@10.0.0.5/x"); got != "https://REDACTED@10.0.0.5/x" {
+		t.Errorf("Redact kept credentials: %s", got)
 	}
 }

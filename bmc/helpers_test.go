@@ -40,7 +40,7 @@ func target(s *simulator.Server) Target {
 
 func connectTo(t *testing.T, s *simulator.Server, opts Options) *client {
 	t.Helper()
-	c, err := connect(context.Background(), target(s), opts)
+	c, err := connect(context.Background(), target(s), opts, nil)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}

@@ -22,6 +22,9 @@ type poolEntry struct {
 	mu          sync.Mutex
 	fingerprint string
 	client      *client
+	// breaker outlives failed connects and client replacements: a BMC that never answers opens
+	// it like one that stopped answering, and Get then fails fast instead of holding a worker.
+	breaker *breaker
 }
 
 // NewPool returns an empty pool whose clients use opts.
@@ -35,7 +38,7 @@ func (p *Pool) Get(ctx context.Context, t Target) (Client, error) {
 	p.mu.Lock()
 	e, ok := p.entries[t.Address]
 	if !ok {
-		e = &poolEntry{}
+		e = &poolEntry{breaker: newBreaker(p.opts.withDefaults())}
 		p.entries[t.Address] = e
 	}
 	p.mu.Unlock()
@@ -51,7 +54,10 @@ func (p *Pool) Get(ctx context.Context, t Target) (Client, error) {
 		e.client = nil
 		go logoutSoon(old)
 	}
-	c, err := connect(ctx, t, p.opts)
+	if e.breaker.open() {
+		return nil, ErrCircuitOpen
+	}
+	c, err := connect(ctx, t, p.opts, e.breaker)
 	if err != nil {
 		return nil, err
 	}

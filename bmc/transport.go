@@ -42,12 +42,16 @@ type transport struct {
 
 const sessionsPath = "/redfish/v1/SessionService/Sessions"
 
-func newTransport(base http.RoundTripper, baseURL, username, password string, opts Options) *transport {
+func newTransport(base http.RoundTripper, baseURL, username, password string, opts Options, br *breaker) *transport {
 	return &transport{
 		base: base, baseURL: baseURL, username: username, password: password, opts: opts,
 		sem:     make(chan struct{}, opts.MaxConcurrentRequests),
-		breaker: &breaker{threshold: opts.BreakerThreshold, cooldown: opts.BreakerCooldown},
+		breaker: br,
 	}
+}
+
+func newBreaker(opts Options) *breaker {
+	return &breaker{threshold: opts.BreakerThreshold, cooldown: opts.BreakerCooldown}
 }
 
 func idempotent(method string) bool {
@@ -93,6 +97,14 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		retryable := err != nil || resp.StatusCode >= 500
 		if !retryable || !idempotent(req.Method) || attempt >= t.opts.Retries || req.Context().Err() != nil {
 			return resp, err
+		}
+		// A retry is one more call the breaker must allow: once the failures opened it (or a
+		// half-open probe failed), the rest of the retry budget is not spent on a dead BMC.
+		if !t.breaker.allow() {
+			if resp != nil {
+				drain(resp)
+			}
+			return nil, ErrCircuitOpen
 		}
 		if resp != nil {
 			drain(resp)

@@ -40,6 +40,9 @@ type Options struct {
 	// OrphanGracePeriod is how long a claimed host's RedfishMachine may be missing before the
 	// host releases the claim (default 2m).
 	OrphanGracePeriod time.Duration
+	// RestoreGracePeriod is how long an unclaimed host found powered on is kept out of the pool
+	// for its machine to be recreated (default 2m).
+	RestoreGracePeriod time.Duration
 }
 
 // RBAC of the manager, least privilege: our kinds, CAPI objects it reads, the Secrets holding BMC
@@ -66,6 +69,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, SeedBaseURL: opts.SeedBaseURL,
 		Recorder: mgr.GetEventRecorder("redfishhost-controller"), WatchFilterValue: opts.WatchFilterValue, PollInterval: opts.PollInterval,
 		RetryInterval: opts.BMCRetryInterval, CheckInterval: opts.BMCCheckInterval, OrphanGracePeriod: opts.OrphanGracePeriod,
+		RestoreGracePeriod: opts.RestoreGracePeriod,
 	}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 		return err
 	}

@@ -20,6 +20,25 @@ type Faults struct {
 	wrongPowerTil  time.Time      // power state reported inverted until then
 	drops          map[string]int // method -> next N answers lost after the request was carried out
 	pathDrops      []pathDrop     // the same, for requests to one path only
+	rejectMedia    int            // next N InsertMedia answer 400 echoing the image URL
+}
+
+// RejectMedia makes the next n InsertMedia actions fail with 400 and an error message that
+// echoes the rejected image URL, as several BMCs do.
+func (f *Faults) RejectMedia(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rejectMedia = n
+}
+
+func (f *Faults) takeRejectMedia() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rejectMedia > 0 {
+		f.rejectMedia--
+		return true
+	}
+	return false
 }
 
 type pathDrop struct {

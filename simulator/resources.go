@@ -443,6 +443,10 @@ func (s *Server) insertMedia(w http.ResponseWriter, r *http.Request, slot *media
 		writeError(w, 400, "Base.1.8.ActionParameterMissing", "The action InsertMedia requires the parameter Image.")
 		return
 	}
+	if s.Fault.takeRejectMedia() {
+		writeError(w, 400, "Base.1.8.ActionParameterValueFormatError", "The value '"+body.Image+"' for the parameter Image in the action InsertMedia is of a different format than the parameter can accept.")
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if slot.inserted {

@@ -287,6 +287,12 @@ type RedfishHostStatus struct {
 	// +kubebuilder:validation:MaxLength=32
 	PowerState string `json:"powerState,omitempty"`
 
+	// restoreWaitSince is when inspection found this unclaimed host powered on: it may run a
+	// machine whose objects are still being recreated (clusterctl move, a restore), so it is not
+	// offered to other machines until a grace period passed without a machine claiming it back.
+	// +optional
+	RestoreWaitSince *metav1.Time `json:"restoreWaitSince,omitempty"`
+
 	// erase follows the secure erase of a released host's drives (Cleaning).
 	// +optional
 	Erase *EraseStatus `json:"erase,omitempty"`

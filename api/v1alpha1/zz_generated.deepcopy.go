@@ -526,6 +526,10 @@ func (in *RedfishHostStatus) DeepCopyInto(out *RedfishHostStatus) {
 		in, out := &in.BootIssuedAt, &out.BootIssuedAt
 		*out = (*in).DeepCopy()
 	}
+	if in.RestoreWaitSince != nil {
+		in, out := &in.RestoreWaitSince, &out.RestoreWaitSince
+		*out = (*in).DeepCopy()
+	}
 	if in.Erase != nil {
 		in, out := &in.Erase, &out.Erase
 		*out = new(EraseStatus)

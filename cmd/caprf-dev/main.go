@@ -40,9 +40,13 @@ func main() {
 	o.Workers = int32(*workers) //nolint:gosec // bounded above.
 	o.Wait = !*exit
 
+	// A closed stdout (`make dev | tee log`, then Ctrl-C) must not kill the demo before it stopped
+	// kube-apiserver and etcd: writes then fail instead.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, cancel := context.WithCancel(context.Background())
 	signals := make(chan os.Signal, 2)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	// Ctrl-C, kill, and the terminal closing: each stops everything the demo started.
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
 		<-signals
 		fmt.Fprintln(os.Stderr, "\ncaprf-dev: stopping (Ctrl-C again to exit at once)")

@@ -59,6 +59,9 @@ type Reconciler struct {
 	// OrphanGracePeriod is how long a claim's consumer may be missing before the claim is
 	// released (clusterctl move and restores recreate machines). Default 2m.
 	OrphanGracePeriod time.Duration
+	// RestoreGracePeriod is how long an unclaimed host found powered on at inspection is kept out
+	// of the pool, waiting for its machine to be recreated and claim it back. Default 2m.
+	RestoreGracePeriod time.Duration
 
 	// transitions counts, per host, the reconciles that found the power in transition: the
 	// next look comes after PollInterval doubled that many times (at most maxTransitionBackoff).
@@ -81,6 +84,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	}
 	if r.OrphanGracePeriod == 0 {
 		r.OrphanGracePeriod = 2 * time.Minute
+	}
+	if r.RestoreGracePeriod == 0 {
+		r.RestoreGracePeriod = 2 * time.Minute
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&infrav1.RedfishHost{}).

@@ -67,23 +67,50 @@ func (r *Reconciler) inspect(ctx context.Context, s *scope) (ctrl.Result, error)
 		return res, nil
 	}
 	h := s.host
-	inv, err := s.bmc.Inventory(ctx)
-	if err != nil {
-		conditions.Set(h, metav1.Condition{Type: infrav1.InspectedCondition, Status: metav1.ConditionFalse, Reason: "InspectionFailed", Message: err.Error()})
-		return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
+	if h.Status.Inventory == nil || h.Status.RestoreWaitSince == nil {
+		inv, err := s.bmc.Inventory(ctx)
+		if err != nil {
+			conditions.Set(h, metav1.Condition{Type: infrav1.InspectedCondition, Status: metav1.ConditionFalse, Reason: "InspectionFailed", Message: err.Error()})
+			return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
+		}
+		h.Status.Inventory = inv
+		conditions.Set(h, metav1.Condition{Type: infrav1.InspectedCondition, Status: metav1.ConditionTrue, Reason: "Inspected"})
+		r.event(h, "Inspected", "Inspect", "%s %s, %d cores, %d MiB, %d NICs, %d drives", inv.Manufacturer, inv.Model, inv.CPUCores, inv.MemoryMiB, len(inv.NICs), len(inv.Drives))
 	}
-	h.Status.Inventory = inv
-	conditions.Set(h, metav1.Condition{Type: infrav1.InspectedCondition, Status: metav1.ConditionTrue, Reason: "Inspected"})
-	r.event(h, "Inspected", "Inspect", "%s %s, %d cores, %d MiB, %d NICs, %d drives", inv.Manufacturer, inv.Model, inv.CPUCores, inv.MemoryMiB, len(inv.NICs), len(inv.Drives))
 	restored, err := r.restoreClaim(ctx, h)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if restored {
+		h.Status.RestoreWaitSince = nil
 		return ctrl.Result{}, nil
+	}
+	if wait := r.holdForRestore(h, s.power); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	h.Status.State = infrav1.HostStateAvailable
 	return ctrl.Result{}, nil // the status change wakes the next state
+}
+
+// holdForRestore keeps an unclaimed host that inspection found powered on out of the pool for
+// RestoreGracePeriod: it may run a machine whose objects `clusterctl move` or a restore has not
+// recreated yet, and another machine's claim would power it off. It returns how soon to look
+// again for the machine (0: offer the host now).
+func (r *Reconciler) holdForRestore(h *infrav1.RedfishHost, power bmc.PowerState) time.Duration {
+	if power != bmc.PowerOn && power != bmc.PowerPoweringOn {
+		h.Status.RestoreWaitSince = nil
+		return 0
+	}
+	if h.Status.RestoreWaitSince == nil {
+		now := metav1.Now()
+		h.Status.RestoreWaitSince = &now
+		r.event(h, "WaitingForRestore", "Inspect", "powered on and claimed by no machine: not offered for %s, in case its machine is being recreated (clusterctl move, a restore)", r.RestoreGracePeriod)
+	}
+	if time.Since(h.Status.RestoreWaitSince.Time) < r.RestoreGracePeriod {
+		return r.PollInterval
+	}
+	h.Status.RestoreWaitSince = nil
+	return 0
 }
 
 // restoreClaim rebuilds the claim of a host that lost its status while a machine still runs on it
@@ -94,8 +121,10 @@ func (r *Reconciler) restoreClaim(ctx context.Context, h *infrav1.RedfishHost) (
 	if h.Status.Claim != nil {
 		return false, nil
 	}
+	// From the API server: a machine the cache has not seen yet would leave a running host to be
+	// offered (and powered off by another claim).
 	rms := &infrav1.RedfishMachineList{}
-	if err := r.Client.List(ctx, rms, client.InNamespace(h.Namespace)); err != nil {
+	if err := r.APIReader.List(ctx, rms, client.InNamespace(h.Namespace)); err != nil {
 		return false, err
 	}
 	for i := range rms.Items {

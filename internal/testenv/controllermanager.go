@@ -163,3 +163,27 @@ func (w *logWriter) Write(p []byte) (int, error) {
 		w.partial = w.partial[i+1:]
 	}
 }
+
+// withParentDeathSignal returns a folder with a wrapper for each named binary of assets that runs
+// it under `setpriv --pdeathsig KILL`, so it dies with the process that started it (this one)
+// even when that is killed; and a func removing the folder. Without setpriv (util-linux) it
+// returns assets itself.
+func withParentDeathSignal(assets string, names ...string) (string, func(), error) {
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		return assets, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "caprf-envtest-bin-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup := func() { _ = os.RemoveAll(dir) }
+	for _, name := range names {
+		script := fmt.Sprintf("#!/bin/sh\nexec %q --pdeathsig KILL -- %q \"$@\"\n", setpriv, filepath.Join(assets, name))
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o700); err != nil { //nolint:gosec // an executable wrapper, private to this user.
+			cleanup()
+			return "", nil, err
+		}
+	}
+	return dir, cleanup, nil
+}

@@ -92,10 +92,12 @@ type Environment struct {
 	Manager      ctrl.Manager
 	ClusterCache clustercache.ClusterCache
 
-	env    *envtest.Environment
-	kcm    *controllerManager
-	cancel context.CancelFunc
-	done   chan error
+	env *envtest.Environment
+	kcm *controllerManager
+	// cleanup removes the folder of wrapper scripts.
+	cleanup func()
+	cancel  context.CancelFunc
+	done    chan error
 }
 
 // Scheme returns a scheme with the kinds the environment serves: core Kubernetes, CAPI (with the
@@ -147,10 +149,22 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	}
 	ourWebhooks.Name = "testenv-caprf-" + ourWebhooks.Name // CAPI's configuration has the same default name; the release manifests use caprf-
 
+	// kube-apiserver and etcd die with this process, however it ends (envtest itself only puts
+	// them in their own process group).
+	wrapped, cleanupWrappers, err := withParentDeathSignal(assets, "kube-apiserver", "etcd")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			cleanupWrappers()
+		}
+	}()
+
 	controllerName := fmt.Sprintf("caprf-testenv-%d", starts.Add(1))
 	scheme := Scheme()
 	env := &envtest.Environment{
-		BinaryAssetsDirectory: assets,
+		BinaryAssetsDirectory: wrapped,
 		Scheme:                scheme,
 		ErrorIfCRDPathMissing: true,
 		ControlPlane:          envtest.ControlPlane{APIServer: &envtest.APIServer{}},
@@ -212,7 +226,7 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
-	e := &Environment{Client: mgr.GetClient(), Config: cfg, Manager: mgr, env: env, kcm: kcm, cancel: cancel, done: make(chan error, 1)}
+	e := &Environment{Client: mgr.GetClient(), Config: cfg, Manager: mgr, env: env, kcm: kcm, cleanup: cleanupWrappers, cancel: cancel, done: make(chan error, 1)}
 	defer func() {
 		if retErr != nil {
 			cancel()
@@ -398,6 +412,7 @@ func (e *Environment) Stop() error {
 	}
 	managerStopped := time.Since(start)
 	errs = append(errs, e.kcm.Stop(), e.env.Stop())
+	e.cleanup()
 	log.Log.Info("test environment stopped", "manager", managerStopped.Round(time.Millisecond), "controlPlane", (time.Since(start) - managerStopped).Round(time.Millisecond))
 	return errors.Join(errs...)
 }

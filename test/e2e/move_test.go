@@ -117,7 +117,7 @@ func (b *bed) setPaused(paused bool) {
 	// clusterctl moves once the controllers have seen the pause.
 	Eventually(func(g Gomega) {
 		rms := &infrav1.RedfishMachineList{}
-		g.Expect(env.List(ctx, rms, client.InNamespace(b.ns))).To(Succeed())
+		g.Expect(env.List(ctx, rms, client.InNamespace(b.ns), client.MatchingLabels{clusterv1.ClusterNameLabel: b.cluster.Name})).To(Succeed())
 		for _, rm := range rms.Items {
 			g.Expect(conditions.IsTrue(&rm, clusterv1.PausedCondition)).To(BeTrue(), "RedfishMachine %s not paused", rm.Name)
 		}

@@ -31,6 +31,9 @@ const bmcCheckInterval = 15 * time.Second
 // orphanGracePeriod is how long a claimed host's RedfishMachine may be missing in these scenarios.
 const orphanGracePeriod = 3 * time.Second
 
+// restoreGracePeriod is how long a host found powered on waits for its machine in these scenarios.
+const restoreGracePeriod = 20 * time.Second
+
 var (
 	env         *testenv.Environment
 	ctx         context.Context
@@ -64,14 +67,15 @@ var _ = BeforeSuite(func() {
 		Logger: &logger,
 		SetupProvider: func(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache) error {
 			return provider.Setup(ctx, mgr, func() (net.Listener, error) { return seedListener, nil }, controllers.Options{
-				Controller:        controller.Options{MaxConcurrentReconciles: 10},
-				ClusterCache:      cc,
-				SeedBaseURL:       seedBaseURL,
-				PollInterval:      500 * time.Millisecond,
-				BMCRetryInterval:  2 * time.Second,
-				BMCCheckInterval:  bmcCheckInterval,
-				OrphanGracePeriod: orphanGracePeriod,
-				BMC:               bmc.Options{CallTimeout: 20 * time.Second, AttemptTimeout: 5 * time.Second, BreakerCooldown: 5 * time.Second},
+				Controller:         controller.Options{MaxConcurrentReconciles: 10},
+				ClusterCache:       cc,
+				SeedBaseURL:        seedBaseURL,
+				PollInterval:       500 * time.Millisecond,
+				BMCRetryInterval:   2 * time.Second,
+				BMCCheckInterval:   bmcCheckInterval,
+				OrphanGracePeriod:  orphanGracePeriod,
+				RestoreGracePeriod: restoreGracePeriod,
+				BMC:                bmc.Options{CallTimeout: 20 * time.Second, AttemptTimeout: 5 * time.Second, BreakerCooldown: 5 * time.Second},
 			})
 		},
 	})

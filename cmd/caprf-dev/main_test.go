@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Every way `make dev` can end must stop kube-apiserver, etcd and kube-controller-manager: the
+// terminal closing (SIGHUP), kill (SIGTERM), Ctrl-C with stdout already gone (`make dev | tee`),
+// and the demo itself being killed outright (its children die with it).
+func TestEveryWayTheDemoEndsStopsTheControlPlane(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs envtest; skipped with -short")
+	}
+	bin := filepath.Join(t.TempDir(), "caprf-dev")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building caprf-dev: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		name        string
+		closeStdout bool
+		signal      syscall.Signal
+	}{
+		{name: "terminal closed (SIGHUP)", signal: syscall.SIGHUP},
+		{name: "killed (SIGTERM)", signal: syscall.SIGTERM},
+		{name: "Ctrl-C with stdout closed (SIGINT, broken pipe)", signal: syscall.SIGINT, closeStdout: true},
+		{name: "killed outright (SIGKILL)", signal: syscall.SIGKILL},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := exec.Command(bin, "--dir", dir)
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.Stderr = io.Discard
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+			// Wait until the control plane is up, then end the demo the way the case says.
+			lines := bufio.NewScanner(stdout)
+			up := false
+			for lines.Scan() {
+				if strings.Contains(lines.Text(), "control plane up") {
+					up = true
+					break
+				}
+			}
+			if !up {
+				t.Fatalf("the demo never said the control plane is up: %v", <-done)
+			}
+			server := apiServer(t, dir)
+			children := controlPlaneProcesses(t, server)
+			if tc.closeStdout {
+				_ = stdout.(io.Closer).Close()
+			} else {
+				go func() { _, _ = io.Copy(io.Discard, stdout) }()
+			}
+			if err := cmd.Process.Signal(tc.signal); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				t.Logf("the demo exited: %v", err) // a signal's exit status is expected
+			case <-time.After(90 * time.Second):
+				t.Fatal("the demo did not exit within 90s")
+			}
+			// The children of a killed demo die with it (parent-death signal), a moment later.
+			deadline := time.Now().Add(15 * time.Second)
+			for {
+				conn, err := net.DialTimeout("tcp", server, time.Second)
+				if err != nil {
+					break
+				}
+				_ = conn.Close()
+				if time.Now().After(deadline) {
+					t.Fatalf("kube-apiserver at %s still accepts connections after the demo ended", server)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			for name, pid := range children {
+				waitGone(t, name, pid)
+			}
+		})
+	}
+}
+
+// apiServer returns host:port of the API server the demo's kubeconfig names.
+func apiServer(t *testing.T, dir string) string {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
+	if err != nil {
+		t.Fatalf("reading the kubeconfig the demo wrote: %v", err)
+	}
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
+
+// controlPlaneProcesses finds the demo's kube-apiserver (by its port), its etcd (by the address
+// the API server uses) and its kube-controller-manager (by its kubeconfig's server).
+func controlPlaneProcesses(t *testing.T, server string) map[string]int {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(server)
+	type proc struct {
+		pid  int
+		args []string
+	}
+	var procs []proc
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range cmdlines {
+		raw, err := os.ReadFile(f)
+		if err != nil || len(raw) == 0 {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+		procs = append(procs, proc{pid: pid, args: strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")})
+	}
+	flag := func(p proc, name string) string {
+		for _, a := range p.args {
+			if v, ok := strings.CutPrefix(a, name+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	found := map[string]int{}
+	etcd := ""
+	for _, p := range procs {
+		switch filepath.Base(p.args[0]) {
+		case "kube-apiserver":
+			if flag(p, "--secure-port") == port {
+				found["kube-apiserver"] = p.pid
+				etcd = strings.TrimPrefix(flag(p, "--etcd-servers"), "http://")
+			}
+		case "kube-controller-manager":
+			if cfg, err := clientcmd.BuildConfigFromFlags("", flag(p, "--kubeconfig")); err == nil && hostOf(cfg.Host) == server {
+				found["kube-controller-manager"] = p.pid
+			}
+		}
+	}
+	for _, p := range procs {
+		if filepath.Base(p.args[0]) == "etcd" && etcd != "" && strings.Contains(strings.Join(p.args, " "), etcd) {
+			found["etcd"] = p.pid
+		}
+	}
+	if len(found) != 3 {
+		t.Fatalf("found %v of the demo's kube-apiserver, etcd and kube-controller-manager", found)
+	}
+	return found
+}
+
+func hostOf(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return ""
+	}
+	return u.Host
+}
+
+// waitGone waits until process pid has exited (gone, or a zombie nobody reaped yet).
+func waitGone(t *testing.T, name string, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return
+		}
+		if s := string(raw); strings.Contains(s[strings.LastIndexByte(s, ')')+1:], " Z ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (pid %d) still runs after the demo ended", name, pid)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
