@@ -44,6 +44,8 @@ type flags struct {
 	burst                   int
 	syncPeriod              time.Duration
 	bmcCheckInterval        time.Duration
+	orphanGracePeriod       time.Duration
+	restoreGracePeriod      time.Duration
 	webhookPort             int
 	webhookCertDir          string
 	clusterCacheQPS         float32
@@ -65,6 +67,8 @@ func main() {
 	fs.IntVar(&f.concurrency, "concurrency", 50, "Concurrent reconciles per controller.")
 	fs.Float32Var(&f.qps, "kube-api-qps", 100, "Maximum queries per second to the management cluster API server.")
 	fs.IntVar(&f.burst, "kube-api-burst", 200, "Maximum burst to the management cluster API server.")
+	fs.DurationVar(&f.orphanGracePeriod, "orphan-grace-period", 2*time.Minute, "How long a claimed host's RedfishMachine may be missing (outside a paused Cluster) before the host releases the claim.")
+	fs.DurationVar(&f.restoreGracePeriod, "restore-grace-period", 2*time.Minute, "How long an unclaimed host found powered on is kept out of the pool for its machine to be recreated (clusterctl move, a restore).")
 	fs.DurationVar(&f.bmcCheckInterval, "bmc-check-interval", time.Minute, "How often a settled host re-reads its BMC (BMCReachable and power state); a power transition is re-read sooner, with backoff.")
 	fs.DurationVar(&f.syncPeriod, "sync-period", 10*time.Minute, "Minimum interval at which watched objects are reconciled.")
 	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "Webhook server port.")
@@ -138,11 +142,13 @@ func run(ctx context.Context, f flags) error {
 
 	listen := func() (net.Listener, error) { return net.Listen("tcp", f.seedAddr) }
 	if err := provider.Setup(ctx, mgr, listen, controllers.Options{
-		SeedBaseURL:      f.seedURL,
-		WatchFilterValue: f.watchFilter,
-		BMCCheckInterval: f.bmcCheckInterval,
-		Controller:       controller.Options{MaxConcurrentReconciles: f.concurrency, UsePriorityQueue: ptr.To(true)},
-		ClusterCache:     cc,
+		SeedBaseURL:        f.seedURL,
+		WatchFilterValue:   f.watchFilter,
+		BMCCheckInterval:   f.bmcCheckInterval,
+		OrphanGracePeriod:  f.orphanGracePeriod,
+		RestoreGracePeriod: f.restoreGracePeriod,
+		Controller:         controller.Options{MaxConcurrentReconciles: f.concurrency, UsePriorityQueue: ptr.To(true)},
+		ClusterCache:       cc,
 	}); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"slices"
@@ -111,8 +112,9 @@ type Client interface {
 	// device next to the CD: a USB stick, floppy, removable disk or a second CD, whichever the
 	// BMC offers. ErrNoSeedSlot when it offers no second device. No-op when already inserted.
 	InsertSeedMedia(ctx context.Context, image string) error
-	// EjectMedia ejects every inserted virtual medium. No-op when all are empty.
-	EjectMedia(ctx context.Context) error
+	// EjectMedia ejects every virtual medium whose image URL starts with prefix (all of them
+	// when prefix is empty); media someone else mounted (a KVM console) stay. No-op when none.
+	EjectMedia(ctx context.Context, prefix string) error
 	// BIOSAttributes reads the current BIOS attributes.
 	BIOSAttributes(ctx context.Context) (map[string]any, error)
 	// SetBIOSAttributes checks attrs against the BMC's attribute registry, then stages them in
@@ -123,6 +125,8 @@ type Client interface {
 	UpdateFirmware(ctx context.Context, imageURI string, target FirmwareTarget) (string, error)
 	// TaskStatus reads a task through its monitor or task URI.
 	TaskStatus(ctx context.Context, uri string) (*Task, error)
+	// ErasesInProgress counts drives still reporting a running operation (an erase).
+	ErasesInProgress(ctx context.Context) (int, error)
 	// EraseDrives starts a secure erase of every drive of the system (the cleaning primitive) and
 	// returns one job per drive; follow each TaskURI with TaskStatus (empty: the BMC erased the
 	// drive before answering). ErrNothingToErase when the system has no drive Redfish can erase.
@@ -455,7 +459,7 @@ func (c *client) InsertSeedMedia(ctx context.Context, image string) error {
 	return insert(seed, image)
 }
 
-func (c *client) EjectMedia(ctx context.Context) error {
+func (c *client) EjectMedia(ctx context.Context, prefix string) error {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
 	media, err := c.virtualMedia(ctx)
@@ -463,7 +467,7 @@ func (c *client) EjectMedia(ctx context.Context) error {
 		return err
 	}
 	for _, m := range media {
-		if m.Inserted == nil || !*m.Inserted {
+		if m.Inserted == nil || !*m.Inserted || !strings.HasPrefix(m.Image, prefix) {
 			continue
 		}
 		if _, err := m.EjectMedia(); err != nil {
@@ -686,12 +690,35 @@ func (c *client) runningUpdate(api *gofish.APIClient) (string, error) {
 	return "", nil
 }
 
+// TaskStatus reads a task monitor (or task) the way Redfish defines it: 202 while the operation
+// runs; once it ended, the operation's own answer (often 204 without a body) or, for a Task
+// resource, its final TaskState; 404 once the BMC forgot a finished monitor.
 func (c *client) TaskStatus(ctx context.Context, uri string) (*Task, error) {
+	if uri == "" {
+		return nil, errors.New("no task URI to read")
+	}
 	ctx, cancel := c.call(ctx)
 	defer cancel()
-	t, err := schemas.GetTask(c.with(ctx), uri)
+	resp, err := c.with(ctx).Get(uri)
+	if err != nil {
+		var re *schemas.Error
+		if errors.As(err, &re) && re.HTTPReturnedStatusCode == http.StatusNotFound {
+			return &Task{URI: uri, State: "Gone", Done: true, Message: "the task monitor no longer exists (the operation ended)"}, nil
+		}
+		return nil, fmt.Errorf("reading task %s: %w", uri, classify(err))
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, fmt.Errorf("reading task %s: %w", uri, classify(err))
+	}
+	t := &schemas.Task{}
+	if len(body) == 0 || json.Unmarshal(body, t) != nil || t.TaskState == "" {
+		// Not a Task: the operation's own answer once it ended, or a bare 202 while it runs.
+		if resp.StatusCode == http.StatusAccepted {
+			return &Task{URI: uri, State: string(schemas.RunningTaskState)}, nil
+		}
+		return &Task{URI: uri, State: string(schemas.CompletedTaskState), Done: true}, nil
 	}
 	out := &Task{URI: uri, State: string(t.TaskState)}
 	if t.PercentComplete != nil {
@@ -707,6 +734,35 @@ func (c *client) TaskStatus(ctx context.Context, uri string) (*Task, error) {
 		out.Done, out.Failed = true, true
 	}
 	return out, nil
+}
+
+// ErasesInProgress counts the drives that report an operation (a sanitize) still running: the
+// check that an erase whose task said it ended really did.
+func (c *client) ErasesInProgress(ctx context.Context) (int, error) {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	sys, err := c.system(ctx)
+	if err != nil {
+		return 0, err
+	}
+	storages, err := sys.Storage()
+	if err != nil {
+		return 0, fmt.Errorf("listing storage: %w", classify(err))
+	}
+	n := 0
+	for _, st := range storages {
+		drives, err := st.Drives()
+		if err != nil {
+			return 0, fmt.Errorf("listing drives of %s: %w", st.ODataID, classify(err))
+		}
+		for _, d := range drives {
+			var ops struct{ Operations []json.RawMessage }
+			if json.Unmarshal(d.RawData, &ops) == nil && len(ops.Operations) > 0 {
+				n++
+			}
+		}
+	}
+	return n, nil
 }
 
 // EraseJob is the erase of one drive, started on the BMC.

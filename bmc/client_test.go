@@ -3,6 +3,7 @@ package bmc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -56,7 +57,7 @@ func TestPowerBootAndVirtualMediaDriveTheSystem(t *testing.T) {
 	}
 
 	// The override was one-time: the next boot comes from disk.
-	if err := c.EjectMedia(ctx); err != nil {
+	if err := c.EjectMedia(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Reset(ctx, ResetForceRestart); err != nil {
@@ -296,4 +297,55 @@ func TestPoolReplacesClientWhenCredentialsChange(t *testing.T) {
 		n := s.ActiveSessions()
 		return n == 0, n
 	})
+}
+
+func TestTaskStatusFollowsRedfishMonitorsToTheirEnd(t *testing.T) {
+	s := newSim(t, simulator.Config{EraseDuration: 100 * time.Millisecond})
+	c := connectTo(t, s, Options{})
+	ctx := context.Background()
+	if _, err := c.TaskStatus(ctx, ""); err == nil {
+		t.Error("an empty task URI must be an error, not a read of the service root")
+	}
+	if st, err := c.TaskStatus(ctx, "/redfish/v1/TaskService/TaskMonitors/nope"); err != nil || !st.Done {
+		t.Errorf("a forgotten (404) monitor: %+v %v, want done", st, err)
+	}
+	jobs, err := c.EraseDrives(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.ErasesInProgress(ctx); err != nil || n != len(jobs) {
+		t.Errorf("drives reporting an erase: %d %v, want %d", n, err, len(jobs))
+	}
+	// Once done, the monitor answers 204 without a body (the operation's own answer).
+	waitFor(t, 5*time.Second, "the erase monitors to end", func() (bool, any) {
+		for _, j := range jobs {
+			st, err := c.TaskStatus(ctx, j.TaskURI)
+			if err != nil || !st.Done || st.Failed {
+				return false, fmt.Sprint(st, err)
+			}
+		}
+		return true, nil
+	})
+	if n, err := c.ErasesInProgress(ctx); err != nil || n != 0 {
+		t.Errorf("drives reporting an erase after it ended: %d %v", n, err)
+	}
+}
+
+func TestEjectMediaLeavesMediaItDidNotInsert(t *testing.T) {
+	s := newSim(t, simulator.Config{})
+	c := connectTo(t, s, Options{})
+	ctx := context.Background()
+	if err := c.InsertMedia(ctx, "http://kvm.example/rescue.iso"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.InsertSeedMedia(ctx, "http://seed.example/v1/ns/m/tok/cidata.iso"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.EjectMedia(ctx, "http://seed.example"); err != nil {
+		t.Fatal(err)
+	}
+	media := s.Media()
+	if media["CD1"] != "http://kvm.example/rescue.iso" || media["USB1"] != "" {
+		t.Errorf("after ejecting the seed server's media: %v", media)
+	}
 }

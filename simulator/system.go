@@ -255,6 +255,21 @@ func (s *Server) DriveErasures() map[string]int {
 	return out
 }
 
+// Media returns the image inserted in each virtual media slot ("" when empty).
+func (s *Server) Media() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]string{}
+	for _, m := range s.state.media {
+		if m.inserted {
+			out[m.id] = m.image
+		} else {
+			out[m.id] = ""
+		}
+	}
+	return out
+}
+
 // MACs returns the system's NIC MAC addresses, boot NIC first.
 func (s *Server) MACs() []string { return append([]string(nil), s.state.macs...) }
 

@@ -163,5 +163,10 @@ func (s *Server) taskMonitor(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusAccepted, t.resource())
 		return
 	}
+	if strings.HasPrefix(t.target, "Erase ") {
+		// As Redfish defines a finished monitor: the operation's own answer (SecureErase: 204).
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	writeJSON(w, 200, t.resource())
 }

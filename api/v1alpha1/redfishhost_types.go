@@ -236,6 +236,12 @@ type HostClaim struct {
 	// +optional
 	BootMethod BootMethod `json:"bootMethod,omitempty"`
 
+	// clusterName is the Cluster of the consumer. While that Cluster is paused (clusterctl move)
+	// a missing consumer is not taken as gone.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	ClusterName string `json:"clusterName,omitempty"`
+
 	// since is when the claim was made.
 	// +optional
 	Since metav1.Time `json:"since,omitzero"`

@@ -21,6 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/paused"
@@ -66,6 +68,10 @@ type Reconciler struct {
 	// transitions counts, per host, the reconciles that found the power in transition: the
 	// next look comes after PollInterval doubled that many times (at most maxTransitionBackoff).
 	transitions sync.Map // types.NamespacedName -> int
+
+	// missingRequestors remembers since when a remediation holding a reboot request on a host
+	// has been missing ("<ns>/<host>/<requestor>" -> time.Time).
+	missingRequestors sync.Map
 }
 
 // maxTransitionBackoff bounds the wait between reads of a power state in transition.
@@ -169,14 +175,23 @@ func (r *Reconciler) dropOrphanedRemediationRequests(ctx context.Context, h *inf
 	for _, rr := range h.Spec.RebootRequests {
 		name, ok := strings.CutPrefix(rr.Requestor, infrav1.RemediationRequestorPrefix)
 		if ok {
+			key := h.Namespace + "/" + h.Name + "/" + rr.Requestor
 			err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: name}, &metav1.PartialObjectMetadata{
 				TypeMeta: metav1.TypeMeta{APIVersion: infrav1.GroupVersion.String(), Kind: "RedfishRemediation"},
 			})
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			if err != nil {
+			switch {
+			case err == nil:
+				r.missingRequestors.Delete(key)
+			case !apierrors.IsNotFound(err):
 				return false, err
+			default:
+				// Missing for the grace period first: clusterctl move recreates a host before
+				// its remediation, whose fencing must not be lifted meanwhile.
+				since, _ := r.missingRequestors.LoadOrStore(key, time.Now())
+				if time.Since(since.(time.Time)) >= r.OrphanGracePeriod {
+					r.missingRequestors.Delete(key)
+					continue
+				}
 			}
 		}
 		kept = append(kept, rr)
@@ -202,7 +217,13 @@ func (r *Reconciler) dropOrphanedRemediationRequests(ctx context.Context, h *inf
 // reserved). True when it did.
 func (r *Reconciler) reregister(h *infrav1.RedfishHost) bool {
 	old := h.Status.RegisteredAddress
-	if old == "" || old == h.Spec.BMC.Address || h.Status.Claim != nil {
+	if old == "" {
+		if st := stateOf(h); st != infrav1.HostStateRegistering && st != infrav1.HostStateError {
+			h.Status.RegisteredAddress = h.Spec.BMC.Address // registered before this field existed
+		}
+		return false
+	}
+	if old == h.Spec.BMC.Address || h.Status.Claim != nil {
 		return false
 	}
 	r.Pool.Forget(old)
@@ -231,6 +252,11 @@ func (r *Reconciler) releaseOrphanedClaim(ctx context.Context, h *infrav1.Redfis
 		return 0, nil
 	case !apierrors.IsNotFound(err):
 		return 0, err
+	case r.clusterPaused(ctx, h.Namespace, c.ClusterName):
+		// clusterctl move deletes the source's machines before its hosts: a paused Cluster's
+		// missing machine is being moved, not gone.
+		c.ConsumerMissingSince = nil
+		return r.PollInterval, nil
 	case c.ConsumerMissingSince == nil:
 		now := metav1.Now()
 		c.ConsumerMissingSince = &now
@@ -242,6 +268,19 @@ func (r *Reconciler) releaseOrphanedClaim(ctx context.Context, h *infrav1.Redfis
 	c.Release, c.ConsumerMissingSince = true, nil
 	r.event(h, "ConsumerGone", "Release", "%s %s no longer exists (missing for %s): releasing the host", c.Consumer.Kind, c.Consumer.Name, r.OrphanGracePeriod)
 	return 0, nil
+}
+
+// clusterPaused says whether the named Cluster exists and is paused (spec.paused or the paused
+// annotation). Unknown (no name, unreadable) counts as not paused.
+func (r *Reconciler) clusterPaused(ctx context.Context, namespace, name string) bool {
+	if name == "" {
+		return false
+	}
+	c := &clusterv1.Cluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, c); err != nil {
+		return false
+	}
+	return annotations.IsPaused(c, c)
 }
 
 // followTransition re-reads a power state in transition (PoweringOn, PoweringOff, or a power

@@ -133,8 +133,11 @@ func (r *Reconciler) restoreClaim(ctx context.Context, h *infrav1.RedfishHost) (
 			continue
 		}
 		m, err := util.GetOwnerMachine(ctx, r.Client, rm.ObjectMeta)
-		if err != nil || m == nil {
-			return false, fmt.Errorf("restoring the claim of %s: its Machine is not readable yet: %w", rm.Name, err)
+		if err != nil {
+			return false, fmt.Errorf("restoring the claim of %s: reading its Machine: %w", rm.Name, err)
+		}
+		if m == nil {
+			return false, fmt.Errorf("restoring the claim of %s: its Machine is not readable yet", rm.Name)
 		}
 		cluster, err := util.GetClusterFromMetadata(ctx, r.Client, m.ObjectMeta)
 		if err != nil {
@@ -163,6 +166,7 @@ func (r *Reconciler) available(ctx context.Context, s *scope) (ctrl.Result, erro
 		default:
 			h.Status.State = infrav1.HostStateProvisioning
 		}
+		conditions.Delete(h, infrav1.CleanedCondition) // of the previous release
 		r.event(h, "Claimed", "Claim", "claimed by %s %s", c.Consumer.Kind, c.Consumer.Name)
 		return ctrl.Result{}, nil // the status change wakes the next state
 	}
@@ -253,7 +257,7 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 	}
 	if c.Provisioned {
 		if c.BootMethod == infrav1.BootMethodVirtualMedia {
-			if err := s.bmc.EjectMedia(ctx); err != nil {
+			if err := s.bmc.EjectMedia(ctx, r.SeedBaseURL); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
@@ -355,7 +359,7 @@ func (r *Reconciler) deprovision(ctx context.Context, s *scope) (ctrl.Result, er
 	if ps := s.power; ps != bmc.PowerOff {
 		return ctrl.Result{RequeueAfter: r.PollInterval}, ignoreConflict(r.reset(ctx, s, bmc.ResetForceOff))
 	}
-	if err := s.bmc.EjectMedia(ctx); err != nil {
+	if err := s.bmc.EjectMedia(ctx, r.SeedBaseURL); err != nil {
 		return ctrl.Result{}, err
 	}
 	h.Status.BootIssuedAt = nil
@@ -419,6 +423,14 @@ func (r *Reconciler) clean(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if len(pending) > 0 {
 		h.Status.Erase.Tasks = pending
 		cleaned(metav1.ConditionFalse, infrav1.ErasingReason, "%d erases still running (started %s)", len(pending), h.Status.Erase.StartedAt.Format(time.RFC3339))
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
+	// Every task ended (or there was none): the drives themselves must agree.
+	h.Status.Erase.Tasks = nil
+	if n, err := s.bmc.ErasesInProgress(ctx); err != nil {
+		return ctrl.Result{}, fmt.Errorf("verifying the erase: %w", err)
+	} else if n > 0 {
+		cleaned(metav1.ConditionFalse, infrav1.ErasingReason, "%d drives still report an erase in progress (started %s)", n, h.Status.Erase.StartedAt.Format(time.RFC3339))
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	}
 	cleaned(metav1.ConditionTrue, infrav1.ErasedReason, "Every drive erased (started %s)", h.Status.Erase.StartedAt.Format(time.RFC3339))

@@ -227,6 +227,10 @@ func (r *Reconciler) releasingFor(ctx context.Context, h *infrav1.RedfishHost, o
 		return false
 	}
 	if c.Release {
+		// A host that cannot be cleaned never comes back: its owner's Machines must not wait for it.
+		if cc := conditions.Get(h, infrav1.CleanedCondition); h.Status.State == infrav1.HostStateCleaning && cc != nil && cc.Reason == infrav1.NothingToEraseReason {
+			return false
+		}
 		return true
 	}
 	consumer := &infrav1.RedfishMachine{}

@@ -64,6 +64,7 @@ func For(rm *infrav1.RedfishMachine, owner *infrav1.ObjectRef) *infrav1.HostClai
 		AutomatedCleaningMode: rm.Spec.AutomatedCleaningMode,
 		Image:                 rm.Spec.Image.DeepCopy(),
 		BootMethod:            rm.Spec.BootMethod,
+		ClusterName:           rm.Labels[clusterv1.ClusterNameLabel],
 		Since:                 metav1.Now(),
 	}
 	if c.AutomatedCleaningMode == "" {

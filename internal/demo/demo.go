@@ -212,9 +212,8 @@ func (o Options) withDefaults() (Options, Scenario, error) {
 	if o.Workers == 0 {
 		o.Workers = 2
 	}
-	if o.Servers < int(o.Workers)+2 {
-		// The rolling update surges one worker onto a spare server before it removes an old one.
-		return o, sc, fmt.Errorf("--servers %d is too few: a control plane, %d workers and one spare for the rolling update need %d", o.Servers, o.Workers, o.Workers+2)
+	if o.Servers < int(o.Workers)+1 {
+		return o, sc, fmt.Errorf("--servers %d is too few: a control plane and %d workers need %d", o.Servers, o.Workers, o.Workers+1)
 	}
 	if o.PowerLatency == 0 {
 		o.PowerLatency = 300 * time.Millisecond

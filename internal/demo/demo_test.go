@@ -127,7 +127,7 @@ func TestLifecycleRollsTheWorkersThenServersAddedWithRedfishSimServeAScaleUp(t *
 	// Run returns nil only once every worker runs a Node cloned from workers-v2; the narration must
 	// say so too, in order.
 	last := -1
-	for _, want := range []string{"control plane up: export KUBECONFIG=", "seed server: http://", "cluster up in", "deleted template workers-v1", "rolling update done in", "complete"} {
+	for _, want := range []string{"control plane up: export KUBECONFIG=", "seed server: http://", "cluster up in", "deleted template workers-v1", "rolling update done in", "nodeReuse: every new worker landed back on a host of the old ones", "complete"} {
 		i := strings.Index(text, want)
 		if i < 0 || i < last {
 			t.Fatalf("output lacks %q after the previous milestone:\n%s", want, text)
@@ -291,8 +291,8 @@ func TestInterruptStopsEverythingMidScenario(t *testing.T) {
 }
 
 func TestFleetTooSmallForTheRollingUpdateIsRefusedBeforeAnythingStarts(t *testing.T) {
-	err := Run(t.Context(), Options{Servers: 3, Workers: 2, Out: &syncBuffer{}})
-	if err == nil || !strings.Contains(err.Error(), "--servers 3 is too few") {
+	err := Run(t.Context(), Options{Servers: 2, Workers: 2, Out: &syncBuffer{}})
+	if err == nil || !strings.Contains(err.Error(), "--servers 2 is too few: a control plane and 2 workers need 3") {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -3,6 +3,8 @@ package demo
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,12 +49,15 @@ func lifecycle(ctx context.Context, w *World) error {
 	}
 
 	rc, cluster := sample.Cluster(Namespace, clusterName, "10.0.0.10")
+	// nodeReuse: a worker's replacement lands back on the host it ran on, even once its template
+	// is deleted (no cleaning, so reused disks keep their data).
 	v1 := sample.MachineTemplate(Namespace, "workers-v1", infrav1.RedfishMachineSpec{
-		Image: &infrav1.Image{URL: "http://images.example/node-v1.iso", Format: "live-iso"},
+		Image:     &infrav1.Image{URL: "http://images.example/node-v1.iso", Format: "live-iso"},
+		NodeReuse: true, AutomatedCleaningMode: infrav1.CleaningModeDisabled,
 	})
 	cpData, cpInfra, cpMachine := sample.ControlPlane(Namespace, clusterName, clusterName+"-control-plane")
-	// maxSurge 1 / maxUnavailable 0: a new worker comes up (on the spare server) before an old one goes.
-	mdData, md := sample.MachineDeployment(Namespace, clusterName, mdName, v1.Name, w.Opts.Workers, 1, 0)
+	// maxSurge 0 / maxUnavailable 1: an old worker goes first and its replacement takes its host.
+	mdData, md := sample.MachineDeployment(Namespace, clusterName, mdName, v1.Name, w.Opts.Workers, 0, 1)
 	if err := w.Create(ctx, rc, cluster); err != nil {
 		return err
 	}
@@ -71,9 +76,14 @@ func lifecycle(ctx context.Context, w *World) error {
 	if err := w.PrintMachines(ctx); err != nil {
 		return err
 	}
+	before, err := w.workerHosts(ctx)
+	if err != nil {
+		return err
+	}
 
 	v2 := sample.MachineTemplate(Namespace, "workers-v2", infrav1.RedfishMachineSpec{
-		Image: &infrav1.Image{URL: "http://images.example/node-v2.iso", Format: "live-iso"},
+		Image:     &infrav1.Image{URL: "http://images.example/node-v2.iso", Format: "live-iso"},
+		NodeReuse: true, AutomatedCleaningMode: infrav1.CleaningModeDisabled,
 	})
 	if err := w.Create(ctx, v2); err != nil {
 		return err
@@ -95,7 +105,34 @@ func lifecycle(ctx context.Context, w *World) error {
 		return err
 	}
 	w.Printf("rolling update done in %s: every worker replaced, on image node-v2.iso", (w.Since() - rollStart).Round(100*time.Millisecond))
-	return w.PrintMachines(ctx)
+	if err := w.PrintMachines(ctx); err != nil {
+		return err
+	}
+	after, err := w.workerHosts(ctx)
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(before, after) {
+		return fmt.Errorf("nodeReuse: the new workers run on %v, the old ones ran on %v", after, before)
+	}
+	w.Printf("nodeReuse: every new worker landed back on a host of the old ones (%s), though template %s was deleted first", strings.Join(after, ", "), v1.Name)
+	return nil
+}
+
+// workerHosts lists the hosts the MachineDeployment's Machines run on, sorted.
+func (w *World) workerHosts(ctx context.Context) ([]string, error) {
+	machines, err := w.Machines(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var hosts []string
+	for _, m := range machines {
+		if m.Group != "control plane" {
+			hosts = append(hosts, m.Host)
+		}
+	}
+	slices.Sort(hosts)
+	return hosts, nil
 }
 
 // rolledOut is true when the control plane is initialized and the MachineDeployment has exactly

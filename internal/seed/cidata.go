@@ -116,6 +116,6 @@ func networkConfig(mac string) []byte {
 		return []byte("version: 2\n")
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "version: 2\nethernets:\n  boot:\n    match:\n      macaddress: %q\n    set-name: boot\n    dhcp4: true\n", strings.ToLower(mac))
+	fmt.Fprintf(&b, "version: 2\nethernets:\n  boot:\n    match:\n      macaddress: %q\n    dhcp4: true\n", strings.ToLower(mac))
 	return b.Bytes()
 }

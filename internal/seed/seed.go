@@ -88,12 +88,16 @@ type Server struct {
 	// Hosts reads RedfishHosts by BootMACIndex (the manager's cache, with the index registered).
 	Hosts   client.Reader
 	BaseURL string
-	// IPXERate and IPXEBurst limit iPXE requests per source address (default 1/s, burst 5).
+	// IPXERate and IPXEBurst limit iPXE requests per source address (default 5/s, burst 20: a
+	// rack behind one relay or NAT address boots at once).
 	IPXERate  rate.Limit
 	IPXEBurst int
 
 	limitersMu sync.Mutex
 	limiters   map[string]*sourceLimiter
+
+	volumesMu sync.Mutex
+	volumes   map[string]cachedVolume // cidata volumes by seed Secret version
 }
 
 type sourceLimiter struct {
@@ -161,9 +165,7 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "bootstrap data is Ignition: boot by PXE or UefiHttp (ignition.config.url), not from a cidata volume", http.StatusNotFound)
 			return
 		}
-		iso, err := CIDataISO(map[string][]byte{
-			"meta-data": metaData(sec), "user-data": data, "network-config": networkConfig(string(sec.Data[KeyBootMAC])),
-		})
+		iso, err := s.volume(sec, data)
 		if err != nil {
 			log.Error(err, "building the seed volume")
 			http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
@@ -190,6 +192,48 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// volume returns the claim's cidata volume, built once per seed Secret version: BMCs read virtual
+// media in many range requests.
+func (s *Server) volume(sec *corev1.Secret, userData []byte) ([]byte, error) {
+	key := sec.Namespace + "/" + sec.Name + "@" + sec.ResourceVersion
+	s.volumesMu.Lock()
+	v, ok := s.volumes[key]
+	s.volumesMu.Unlock()
+	if ok && time.Since(v.built) < volumeTTL {
+		return v.iso, nil
+	}
+	iso, err := CIDataISO(map[string][]byte{
+		"meta-data": metaData(sec), "user-data": userData, "network-config": networkConfig(string(sec.Data[KeyBootMAC])),
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.volumesMu.Lock()
+	defer s.volumesMu.Unlock()
+	if s.volumes == nil {
+		s.volumes = map[string]cachedVolume{}
+	}
+	// Bounded in size and age: volumes hold bootstrap data, needed only while a host boots.
+	for k, v := range s.volumes {
+		if time.Since(v.built) >= volumeTTL || len(s.volumes) >= maxVolumes {
+			delete(s.volumes, k)
+		}
+	}
+	s.volumes[key] = cachedVolume{iso: iso, built: time.Now()}
+	return iso, nil
+}
+
+// Limits of the cidata volume cache.
+const (
+	volumeTTL  = 10 * time.Minute
+	maxVolumes = 32
+)
+
+type cachedVolume struct {
+	iso   []byte
+	built time.Time
 }
 
 func metaData(sec *corev1.Secret) []byte {
@@ -235,8 +279,17 @@ func (s *Server) serveIPXE(w http.ResponseWriter, r *http.Request) {
 		if err := s.Reader.Get(r.Context(), client.ObjectKey{Namespace: h.Namespace, Name: SecretName(c.Consumer.Name)}, sec); err != nil {
 			break
 		}
+		_, format, err := s.bootstrapData(r.Context(), h.Namespace, string(sec.Data[KeyBootstrapSecret]))
+		if err != nil {
+			http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
+			return
+		}
 		dir := Dir(s.BaseURL, h.Namespace, c.Consumer.Name, string(sec.Data[KeyToken]))
 		w.Header().Set("Content-Type", "text/plain")
+		if format == "ignition" {
+			fmt.Fprintf(w, "#!ipxe\nkernel %simage ignition.firstboot ignition.platform.id=metal ignition.config.url=%signition.json\nboot\n", dir, dir)
+			return
+		}
 		fmt.Fprintf(w, "#!ipxe\nkernel %simage ds=nocloud-net;s=%s\nboot\n", dir, dir)
 		return
 	}
@@ -257,19 +310,16 @@ func (s *Server) allow(r *http.Request) bool {
 	}
 	l, ok := s.limiters[source]
 	if !ok {
-		if len(s.limiters) > 10000 { // forget sources quiet for a while
-			for k, v := range s.limiters {
-				if now.Sub(v.lastSeen) > 10*time.Minute {
-					delete(s.limiters, k)
-				}
-			}
+		if len(s.limiters) >= 4096 {
+			// Bounded memory whatever the number of sources (spoofed or IPv6): start over.
+			s.limiters = map[string]*sourceLimiter{}
 		}
 		limit, burst := s.IPXERate, s.IPXEBurst
 		if limit == 0 {
-			limit = 1
+			limit = 5
 		}
 		if burst == 0 {
-			burst = 5
+			burst = 20
 		}
 		l = &sourceLimiter{Limiter: rate.NewLimiter(limit, burst)}
 		s.limiters[source] = l

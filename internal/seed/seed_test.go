@@ -126,6 +126,15 @@ func TestIgnitionBootstrapDataIsServedAsIgnitionOnly(t *testing.T) {
 	}
 }
 
+func TestIPXEScriptOfIgnitionBootstrapDataPointsIgnitionAtItsConfig(t *testing.T) {
+	ts, _ := world(t, "ignition", provisioningHost("pxe", "52:54:00:00:00:01", infrav1.BootMethodPXE, true))
+	dir := Dir(ts.URL, "ns", "m1", token)
+	status, body := get(t, ts.URL+"/v1/ipxe/52:54:00:00:00:01")
+	if status != 200 || !strings.Contains(body, "ignition.config.url="+dir+"ignition.json") || strings.Contains(body, "nocloud") {
+		t.Errorf("iPXE script for Ignition data: %d %q", status, body)
+	}
+}
+
 func provisioningHost(name, mac string, method infrav1.BootMethod, booted bool) *infrav1.RedfishHost {
 	h := &infrav1.RedfishHost{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
@@ -165,13 +174,13 @@ func TestIPXEScriptOnlyForAHostBootingByPXEWithinItsBootWindow(t *testing.T) {
 func TestIPXERequestsAreRateLimitedPerSource(t *testing.T) {
 	ts, _ := world(t, "")
 	limited := 0
-	for range 20 {
+	for range 60 {
 		if status, _ := get(t, ts.URL+"/v1/ipxe/52:54:00:00:00:99"); status == http.StatusTooManyRequests {
 			limited++
 		}
 	}
-	// A burst of 5 at 1/s: of 20 quick requests, about 15 are refused.
-	if limited < 10 {
-		t.Errorf("%d of 20 rapid requests from one source refused, want most", limited)
+	// A burst of 20 at 5/s: of 60 quick requests, about 40 are refused.
+	if limited < 30 {
+		t.Errorf("%d of 60 rapid requests from one source refused, want most", limited)
 	}
 }
