@@ -32,14 +32,10 @@ var _ = Describe("Adding servers", func() {
 		Expect(env.CreateKubeconfigSecret(ctx, cluster)).To(Succeed())
 		data, rm, m := sample.ControlPlane(ns.Name, cluster.Name, ns.Name+"-cp")
 		rm.Spec.HostSelector = &metav1.LabelSelector{MatchLabels: selector}
-		for _, o := range []client.Object{data, rm, m} {
-			Expect(env.Create(ctx, o)).To(Succeed())
-		}
+		createWaiting(rm, data, rm, m)
 		Eventually(func(g Gomega) {
 			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(rm), rm)).To(Succeed())
 			c := findCondition(rm.Status.Conditions, infrav1.HostClaimedCondition)
-			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Reason).To(Equal(infrav1.WaitingForHostReason))
 			g.Expect(c.Message).To(ContainSubstring("No available host in namespace " + ns.Name))
 			g.Expect(c.Message).To(ContainSubstring("1 Available hosts matching the selector exist in other namespaces"))
 			g.Expect(c.Message).NotTo(ContainSubstring(fleetNS.ns), "another namespace's name is not the Machine owner's business")
@@ -84,6 +80,23 @@ var _ = Describe("Adding servers", func() {
 		Expect(hostEvents(b, spare, "BMCChanged")).To(Equal(1))
 	})
 })
+
+// createWaiting creates objs (a control-plane Machine's Secret, RedfishMachine, Machine) and
+// waits until the RedfishMachine says it waits for an available host; it returns that condition.
+func createWaiting(rm *infrav1.RedfishMachine, objs ...client.Object) *metav1.Condition {
+	GinkgoHelper()
+	for _, o := range objs {
+		Expect(env.Create(ctx, o)).To(Succeed())
+	}
+	var c *metav1.Condition
+	Eventually(func(g Gomega) {
+		g.Expect(env.Get(ctx, client.ObjectKeyFromObject(rm), rm)).To(Succeed())
+		c = findCondition(rm.Status.Conditions, infrav1.HostClaimedCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(infrav1.WaitingForHostReason))
+	}).Should(Succeed())
+	return c
+}
 
 func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
 	for i := range conds {
@@ -159,15 +172,7 @@ var _ = Describe("Pausing a host", Label("pause"), func() {
 		By("a Machine needing a host: the paused one is not claimed")
 		b.createCluster("pause")
 		data, rm, m := sample.ControlPlane(b.ns, b.cluster.Name, b.ns+"-cp")
-		for _, o := range []client.Object{data, rm, m} {
-			Expect(env.Create(ctx, o)).To(Succeed())
-		}
-		Eventually(func(g Gomega) {
-			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(rm), rm)).To(Succeed())
-			c := findCondition(rm.Status.Conditions, infrav1.HostClaimedCondition)
-			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Reason).To(Equal(infrav1.WaitingForHostReason))
-		}).Should(Succeed())
+		createWaiting(rm, data, rm, m)
 		Expect(env.Get(ctx, client.ObjectKeyFromObject(h), h)).To(Succeed())
 		Expect(h.Status.Claim).To(BeNil(), "a paused host was claimed")
 

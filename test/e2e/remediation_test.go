@@ -7,9 +7,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
@@ -28,37 +25,12 @@ var _ = Describe("Remediation", Label("remediation"), func() {
 		server := b.server(b.hostOf(machine))
 		bootsBefore := server.Stats().Boots
 
-		Expect(env.Create(ctx, &infrav1.RedfishRemediationTemplate{
-			ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "reboot"},
-			Spec: infrav1.RedfishRemediationTemplateSpec{Template: infrav1.RedfishRemediationTemplateResource{
-				Spec: infrav1.RedfishRemediationSpec{Mode: infrav1.RebootModeHard},
-			}},
-		})).To(Succeed())
-		Expect(env.Create(ctx, &clusterv1.MachineHealthCheck{
-			ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "workers"},
-			Spec: clusterv1.MachineHealthCheckSpec{
-				ClusterName: b.cluster.Name,
-				Selector:    metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.MachineDeploymentNameLabel: "workers"}},
-				Checks: clusterv1.MachineHealthCheckChecks{UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{
-					{Type: corev1.NodeReady, Status: corev1.ConditionFalse, TimeoutSeconds: ptr.To[int32](1)},
-				}},
-				Remediation: clusterv1.MachineHealthCheckRemediation{TemplateRef: clusterv1.MachineHealthCheckRemediationTemplateReference{
-					APIVersion: infrav1.GroupVersion.String(), Kind: "RedfishRemediationTemplate", Name: "reboot",
-				}},
-			},
-		})).To(Succeed())
+		createRebootMHC(b, "workers")
 
 		By("the Node going NotReady")
+		markNodeNotReady(machine.Status.NodeRef.Name)
 		node := &corev1.Node{}
 		Expect(env.Get(ctx, client.ObjectKey{Name: machine.Status.NodeRef.Name}, node)).To(Succeed())
-		before := node.DeepCopy()
-		for i := range node.Status.Conditions {
-			if node.Status.Conditions[i].Type == corev1.NodeReady {
-				node.Status.Conditions[i].Status = corev1.ConditionFalse
-				node.Status.Conditions[i].LastTransitionTime = metav1.Now()
-			}
-		}
-		Expect(env.Status().Patch(ctx, node, client.MergeFrom(before))).To(Succeed())
 
 		By("the host being fenced (powered off) and powered on again through Redfish")
 		Eventually(func(g Gomega) {

@@ -40,15 +40,7 @@ var _ = Describe("Restore order", Label("restore-order"), func() {
 		Expect(env.Create(ctx, other)).To(Succeed())
 		Expect(env.CreateKubeconfigSecret(ctx, other)).To(Succeed())
 		data, waiting, m := sample.ControlPlane(b.ns, "other", b.ns+"-other-cp")
-		for _, o := range []client.Object{data, waiting, m} {
-			Expect(env.Create(ctx, o)).To(Succeed())
-		}
-		Eventually(func(g Gomega) {
-			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(waiting), waiting)).To(Succeed())
-			c := findCondition(waiting.Status.Conditions, infrav1.HostClaimedCondition)
-			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Reason).To(Equal(infrav1.WaitingForHostReason))
-		}).Should(Succeed())
+		createWaiting(waiting, data, waiting, m)
 
 		By("the running host's RedfishMachine gone and the host recreated without status before it")
 		b.setPaused(true)
