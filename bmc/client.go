@@ -112,9 +112,10 @@ type Client interface {
 	// device next to the CD: a USB stick, floppy, removable disk or a second CD, whichever the
 	// BMC offers. ErrNoSeedSlot when it offers no second device. No-op when already inserted.
 	InsertSeedMedia(ctx context.Context, image string) error
-	// EjectMedia ejects every virtual medium whose image URL starts with prefix (all of them
-	// when prefix is empty); media someone else mounted (a KVM console) stay. No-op when none.
-	EjectMedia(ctx context.Context, prefix string) error
+	// EjectMedia ejects every virtual medium whose image URL contains match (all of them when
+	// match is empty), and inserted media that report no image URL; media someone else mounted
+	// (a KVM console) stay. No-op when none.
+	EjectMedia(ctx context.Context, match string) error
 	// BIOSAttributes reads the current BIOS attributes.
 	BIOSAttributes(ctx context.Context) (map[string]any, error)
 	// SetBIOSAttributes checks attrs against the BMC's attribute registry, then stages them in
@@ -125,8 +126,8 @@ type Client interface {
 	UpdateFirmware(ctx context.Context, imageURI string, target FirmwareTarget) (string, error)
 	// TaskStatus reads a task through its monitor or task URI.
 	TaskStatus(ctx context.Context, uri string) (*Task, error)
-	// ErasesInProgress counts drives still reporting a running operation (an erase).
-	ErasesInProgress(ctx context.Context) (int, error)
+	// ErasesInProgress counts, among the given drives, those still reporting an erase.
+	ErasesInProgress(ctx context.Context, drives []string) (int, error)
 	// EraseDrives starts a secure erase of every drive of the system (the cleaning primitive) and
 	// returns one job per drive; follow each TaskURI with TaskStatus (empty: the BMC erased the
 	// drive before answering). ErrNothingToErase when the system has no drive Redfish can erase.
@@ -459,7 +460,7 @@ func (c *client) InsertSeedMedia(ctx context.Context, image string) error {
 	return insert(seed, image)
 }
 
-func (c *client) EjectMedia(ctx context.Context, prefix string) error {
+func (c *client) EjectMedia(ctx context.Context, match string) error {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
 	media, err := c.virtualMedia(ctx)
@@ -467,7 +468,7 @@ func (c *client) EjectMedia(ctx context.Context, prefix string) error {
 		return err
 	}
 	for _, m := range media {
-		if m.Inserted == nil || !*m.Inserted || !strings.HasPrefix(m.Image, prefix) {
+		if m.Inserted == nil || !*m.Inserted || (m.Image != "" && !strings.Contains(m.Image, match)) {
 			continue
 		}
 		if _, err := m.EjectMedia(); err != nil {
@@ -702,8 +703,15 @@ func (c *client) TaskStatus(ctx context.Context, uri string) (*Task, error) {
 	resp, err := c.with(ctx).Get(uri)
 	if err != nil {
 		var re *schemas.Error
-		if errors.As(err, &re) && re.HTTPReturnedStatusCode == http.StatusNotFound {
-			return &Task{URI: uri, State: "Gone", Done: true, Message: "the task monitor no longer exists (the operation ended)"}, nil
+		if errors.As(err, &re) {
+			switch code := re.HTTPReturnedStatusCode; {
+			case code == http.StatusNotFound:
+				// Forgotten: the outcome is unknown, so it counts as failed (fail closed).
+				return &Task{URI: uri, State: "Gone", Done: true, Failed: true, Message: "the BMC no longer knows this task; its outcome is unknown"}, nil
+			case code >= 400 && code != http.StatusUnauthorized && code != http.StatusForbidden && code != http.StatusServiceUnavailable:
+				// The operation's own (failed) answer.
+				return &Task{URI: uri, State: string(schemas.ExceptionTaskState), Done: true, Failed: true, Message: Redact(re.Message)}, nil
+			}
 		}
 		return nil, fmt.Errorf("reading task %s: %w", uri, classify(err))
 	}
@@ -736,9 +744,9 @@ func (c *client) TaskStatus(ctx context.Context, uri string) (*Task, error) {
 	return out, nil
 }
 
-// ErasesInProgress counts the drives that report an operation (a sanitize) still running: the
-// check that an erase whose task said it ended really did.
-func (c *client) ErasesInProgress(ctx context.Context) (int, error) {
+// ErasesInProgress counts, among drives (their Redfish paths), those that report a sanitize or
+// erase operation not yet at 100%: the check that an erase whose task said it ended really did.
+func (c *client) ErasesInProgress(ctx context.Context, drives []string) (int, error) {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
 	sys, err := c.system(ctx)
@@ -751,14 +759,29 @@ func (c *client) ErasesInProgress(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, st := range storages {
-		drives, err := st.Drives()
+		all, err := st.Drives()
 		if err != nil {
 			return 0, fmt.Errorf("listing drives of %s: %w", st.ODataID, classify(err))
 		}
-		for _, d := range drives {
-			var ops struct{ Operations []json.RawMessage }
-			if json.Unmarshal(d.RawData, &ops) == nil && len(ops.Operations) > 0 {
-				n++
+		for _, d := range all {
+			if !slices.Contains(drives, d.ODataID) {
+				continue
+			}
+			var res struct {
+				Operations []struct {
+					OperationName      string
+					PercentageComplete *int
+				}
+			}
+			if json.Unmarshal(d.RawData, &res) != nil {
+				continue
+			}
+			for _, op := range res.Operations {
+				name := strings.ToLower(op.OperationName)
+				if (strings.Contains(name, "sanitiz") || strings.Contains(name, "erase")) && (op.PercentageComplete == nil || *op.PercentageComplete < 100) {
+					n++
+					break
+				}
 			}
 		}
 	}
@@ -803,7 +826,11 @@ func (c *client) EraseDrives(ctx context.Context) ([]EraseJob, error) {
 			}
 			job := EraseJob{Drive: d.ODataID}
 			if info != nil {
+				// The Task resource outlives its monitor on most BMCs and keeps the final state.
 				job.TaskURI = info.TaskMonitor
+				if info.Task != nil && info.Task.ODataID != "" {
+					job.TaskURI = info.Task.ODataID
+				}
 			}
 			jobs = append(jobs, job)
 		}

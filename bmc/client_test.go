@@ -306,14 +306,18 @@ func TestTaskStatusFollowsRedfishMonitorsToTheirEnd(t *testing.T) {
 	if _, err := c.TaskStatus(ctx, ""); err == nil {
 		t.Error("an empty task URI must be an error, not a read of the service root")
 	}
-	if st, err := c.TaskStatus(ctx, "/redfish/v1/TaskService/TaskMonitors/nope"); err != nil || !st.Done {
-		t.Errorf("a forgotten (404) monitor: %+v %v, want done", st, err)
+	if st, err := c.TaskStatus(ctx, "/redfish/v1/TaskService/TaskMonitors/nope"); err != nil || !st.Done || !st.Failed {
+		t.Errorf("a forgotten (404) task: %+v %v, want done and failed (its outcome is unknown)", st, err)
 	}
 	jobs, err := c.EraseDrives(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := c.ErasesInProgress(ctx); err != nil || n != len(jobs) {
+	drives := make([]string, 0, len(jobs))
+	for _, j := range jobs {
+		drives = append(drives, j.Drive)
+	}
+	if n, err := c.ErasesInProgress(ctx, drives); err != nil || n != len(jobs) {
 		t.Errorf("drives reporting an erase: %d %v, want %d", n, err, len(jobs))
 	}
 	// Once done, the monitor answers 204 without a body (the operation's own answer).
@@ -326,7 +330,7 @@ func TestTaskStatusFollowsRedfishMonitorsToTheirEnd(t *testing.T) {
 		}
 		return true, nil
 	})
-	if n, err := c.ErasesInProgress(ctx); err != nil || n != 0 {
+	if n, err := c.ErasesInProgress(ctx, drives); err != nil || n != 0 {
 		t.Errorf("drives reporting an erase after it ended: %d %v", n, err)
 	}
 }
@@ -341,7 +345,7 @@ func TestEjectMediaLeavesMediaItDidNotInsert(t *testing.T) {
 	if err := c.InsertSeedMedia(ctx, "http://seed.example/v1/ns/m/tok/cidata.iso"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.EjectMedia(ctx, "http://seed.example"); err != nil {
+	if err := c.EjectMedia(ctx, "/v1/ns/m/"); err != nil {
 		t.Fatal(err)
 	}
 	media := s.Media()

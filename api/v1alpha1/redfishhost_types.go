@@ -269,7 +269,14 @@ type EraseStatus struct {
 	// +required
 	StartedAt metav1.Time `json:"startedAt,omitzero"`
 
-	// tasks are the BMC task monitors of the erases still to confirm.
+	// drives are the Redfish paths of the drives whose erase was started.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=512
+	Drives []string `json:"drives,omitempty"`
+
+	// tasks are the BMC tasks (or task monitors) of the erases still to confirm.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64

@@ -75,6 +75,11 @@ func (in *Drive) DeepCopy() *Drive {
 func (in *EraseStatus) DeepCopyInto(out *EraseStatus) {
 	*out = *in
 	in.StartedAt.DeepCopyInto(&out.StartedAt)
+	if in.Drives != nil {
+		in, out := &in.Drives, &out.Drives
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Tasks != nil {
 		in, out := &in.Tasks, &out.Tasks
 		*out = make([]string, len(*in))

@@ -69,8 +69,8 @@ type Reconciler struct {
 	// next look comes after PollInterval doubled that many times (at most maxTransitionBackoff).
 	transitions sync.Map // types.NamespacedName -> int
 
-	// missingRequestors remembers since when a remediation holding a reboot request on a host
-	// has been missing ("<ns>/<host>/<requestor>" -> time.Time).
+	// missingRequestors remembers, per host, since when each remediation holding a reboot request
+	// on it has been missing (types.NamespacedName -> map[requestor]time.Time).
 	missingRequestors sync.Map
 }
 
@@ -118,6 +118,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err := r.APIReader.Get(ctx, req.NamespacedName, host); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.transitions.Delete(req.NamespacedName)
+			r.missingRequestors.Delete(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -171,30 +172,44 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 // off forever. The change is its own optimistic-locked patch, so a request another requestor adds
 // meanwhile is never lost. True when requests were dropped.
 func (r *Reconciler) dropOrphanedRemediationRequests(ctx context.Context, h *infrav1.RedfishHost) (bool, error) {
+	key := types.NamespacedName{Namespace: h.Namespace, Name: h.Name}
+	var seen map[string]time.Time
+	if v, ok := r.missingRequestors.Load(key); ok {
+		seen = v.(map[string]time.Time)
+	}
+	missing := map[string]time.Time{} // only requestors missing now: the rest is forgotten
+	paused := h.Status.Claim != nil && r.clusterPaused(ctx, h.Namespace, h.Status.Claim.ClusterName)
 	kept := h.Spec.RebootRequests[:0:0]
 	for _, rr := range h.Spec.RebootRequests {
 		name, ok := strings.CutPrefix(rr.Requestor, infrav1.RemediationRequestorPrefix)
 		if ok {
-			key := h.Namespace + "/" + h.Name + "/" + rr.Requestor
 			err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: name}, &metav1.PartialObjectMetadata{
 				TypeMeta: metav1.TypeMeta{APIVersion: infrav1.GroupVersion.String(), Kind: "RedfishRemediation"},
 			})
 			switch {
 			case err == nil:
-				r.missingRequestors.Delete(key)
 			case !apierrors.IsNotFound(err):
 				return false, err
 			default:
-				// Missing for the grace period first: clusterctl move recreates a host before
-				// its remediation, whose fencing must not be lifted meanwhile.
-				since, _ := r.missingRequestors.LoadOrStore(key, time.Now())
-				if time.Since(since.(time.Time)) >= r.OrphanGracePeriod {
-					r.missingRequestors.Delete(key)
+				// Missing for the grace period first, and never while the claim's Cluster is
+				// paused: clusterctl move recreates a host before its remediation, whose fencing
+				// must not be lifted meanwhile.
+				since, ok := seen[rr.Requestor]
+				if !ok || paused {
+					since = time.Now()
+				}
+				if time.Since(since) >= r.OrphanGracePeriod {
 					continue
 				}
+				missing[rr.Requestor] = since
 			}
 		}
 		kept = append(kept, rr)
+	}
+	if len(missing) > 0 {
+		r.missingRequestors.Store(key, missing)
+	} else {
+		r.missingRequestors.Delete(key)
 	}
 	if len(kept) == len(h.Spec.RebootRequests) {
 		return false, nil
@@ -243,12 +258,14 @@ func (r *Reconciler) releaseOrphanedClaim(ctx context.Context, h *infrav1.Redfis
 	if c == nil || c.Release {
 		return 0, nil
 	}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Consumer.Namespace, Name: c.Consumer.Name}, &metav1.PartialObjectMetadata{
-		TypeMeta: metav1.TypeMeta{APIVersion: infrav1.GroupVersion.String(), Kind: "RedfishMachine"},
-	})
+	consumer := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: infrav1.GroupVersion.String(), Kind: "RedfishMachine"}}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Consumer.Namespace, Name: c.Consumer.Name}, consumer)
 	switch {
 	case err == nil:
 		c.ConsumerMissingSince = nil
+		if c.ClusterName == "" { // claims made before the field existed
+			c.ClusterName = consumer.Labels[clusterv1.ClusterNameLabel]
+		}
 		return 0, nil
 	case !apierrors.IsNotFound(err):
 		return 0, err
@@ -256,7 +273,7 @@ func (r *Reconciler) releaseOrphanedClaim(ctx context.Context, h *infrav1.Redfis
 		// clusterctl move deletes the source's machines before its hosts: a paused Cluster's
 		// missing machine is being moved, not gone.
 		c.ConsumerMissingSince = nil
-		return r.PollInterval, nil
+		return r.CheckInterval, nil
 	case c.ConsumerMissingSince == nil:
 		now := metav1.Now()
 		c.ConsumerMissingSince = &now

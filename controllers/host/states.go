@@ -257,7 +257,7 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 	}
 	if c.Provisioned {
 		if c.BootMethod == infrav1.BootMethodVirtualMedia {
-			if err := s.bmc.EjectMedia(ctx, r.SeedBaseURL); err != nil {
+			if err := s.bmc.EjectMedia(ctx, r.seedMediaMatch(h)); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
@@ -359,7 +359,7 @@ func (r *Reconciler) deprovision(ctx context.Context, s *scope) (ctrl.Result, er
 	if ps := s.power; ps != bmc.PowerOff {
 		return ctrl.Result{RequeueAfter: r.PollInterval}, ignoreConflict(r.reset(ctx, s, bmc.ResetForceOff))
 	}
-	if err := s.bmc.EjectMedia(ctx, r.SeedBaseURL); err != nil {
+	if err := s.bmc.EjectMedia(ctx, r.seedMediaMatch(h)); err != nil {
 		return ctrl.Result{}, err
 	}
 	h.Status.BootIssuedAt = nil
@@ -397,6 +397,7 @@ func (r *Reconciler) clean(ctx context.Context, s *scope) (ctrl.Result, error) {
 		}
 		h.Status.Erase = &infrav1.EraseStatus{StartedAt: metav1.Now()}
 		for _, j := range jobs {
+			h.Status.Erase.Drives = append(h.Status.Erase.Drives, j.Drive)
 			if j.TaskURI != "" {
 				h.Status.Erase.Tasks = append(h.Status.Erase.Tasks, j.TaskURI)
 			}
@@ -427,7 +428,7 @@ func (r *Reconciler) clean(ctx context.Context, s *scope) (ctrl.Result, error) {
 	}
 	// Every task ended (or there was none): the drives themselves must agree.
 	h.Status.Erase.Tasks = nil
-	if n, err := s.bmc.ErasesInProgress(ctx); err != nil {
+	if n, err := s.bmc.ErasesInProgress(ctx, h.Status.Erase.Drives); err != nil {
 		return ctrl.Result{}, fmt.Errorf("verifying the erase: %w", err)
 	} else if n > 0 {
 		cleaned(metav1.ConditionFalse, infrav1.ErasingReason, "%d drives still report an erase in progress (started %s)", n, h.Status.Erase.StartedAt.Format(time.RFC3339))
@@ -438,6 +439,15 @@ func (r *Reconciler) clean(ctx context.Context, s *scope) (ctrl.Result, error) {
 	r.event(h, "Cleaned", "Clean", "erased every drive")
 	r.release(h)
 	return ctrl.Result{}, nil // the status change wakes the next state
+}
+
+// seedMediaMatch is what the URLs of the media the seed server gave this host's claim contain:
+// only those are ejected. Without a claim, anything the seed server serves.
+func (r *Reconciler) seedMediaMatch(h *infrav1.RedfishHost) string {
+	if c := h.Status.Claim; c != nil {
+		return "/v1/" + h.Namespace + "/" + c.Consumer.Name + "/"
+	}
+	return r.SeedBaseURL
 }
 
 // release returns the host to the pool, reserved for the claim's owner when it asked for reuse.

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
@@ -197,11 +198,13 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
 // volume returns the claim's cidata volume, built once per seed Secret version: BMCs read virtual
 // media in many range requests.
 func (s *Server) volume(sec *corev1.Secret, userData []byte) ([]byte, error) {
-	key := sec.Namespace + "/" + sec.Name + "@" + sec.ResourceVersion
+	sum := sha256.Sum256(userData) // the bootstrap data may change while the seed Secret does not
+	key := sec.Namespace + "/" + sec.Name + "@" + sec.ResourceVersion + "#" + hex.EncodeToString(sum[:8])
 	s.volumesMu.Lock()
+	s.sweepVolumes()
 	v, ok := s.volumes[key]
 	s.volumesMu.Unlock()
-	if ok && time.Since(v.built) < volumeTTL {
+	if ok {
 		return v.iso, nil
 	}
 	iso, err := CIDataISO(map[string][]byte{
@@ -215,14 +218,25 @@ func (s *Server) volume(sec *corev1.Secret, userData []byte) ([]byte, error) {
 	if s.volumes == nil {
 		s.volumes = map[string]cachedVolume{}
 	}
-	// Bounded in size and age: volumes hold bootstrap data, needed only while a host boots.
-	for k, v := range s.volumes {
-		if time.Since(v.built) >= volumeTTL || len(s.volumes) >= maxVolumes {
-			delete(s.volumes, k)
+	s.sweepVolumes()
+	for k := range s.volumes {
+		if len(s.volumes) < maxVolumes {
+			break
 		}
+		delete(s.volumes, k)
 	}
 	s.volumes[key] = cachedVolume{iso: iso, built: time.Now()}
 	return iso, nil
+}
+
+// sweepVolumes forgets volumes older than volumeTTL: they hold bootstrap data, needed only while
+// a host boots. Caller holds volumesMu.
+func (s *Server) sweepVolumes() {
+	for k, v := range s.volumes {
+		if time.Since(v.built) >= volumeTTL {
+			delete(s.volumes, k)
+		}
+	}
 }
 
 // Limits of the cidata volume cache.
@@ -287,7 +301,8 @@ func (s *Server) serveIPXE(w http.ResponseWriter, r *http.Request) {
 		dir := Dir(s.BaseURL, h.Namespace, c.Consumer.Name, string(sec.Data[KeyToken]))
 		w.Header().Set("Content-Type", "text/plain")
 		if format == "ignition" {
-			fmt.Fprintf(w, "#!ipxe\nkernel %simage ignition.firstboot ignition.platform.id=metal ignition.config.url=%signition.json\nboot\n", dir, dir)
+			// Fedora CoreOS and Flatcar first-boot arguments.
+			fmt.Fprintf(w, "#!ipxe\nkernel %simage ignition.firstboot flatcar.first_boot=1 ignition.platform.id=metal ignition.config.url=%signition.json\nboot\n", dir, dir)
 			return
 		}
 		fmt.Fprintf(w, "#!ipxe\nkernel %simage ds=nocloud-net;s=%s\nboot\n", dir, dir)
@@ -311,8 +326,16 @@ func (s *Server) allow(r *http.Request) bool {
 	l, ok := s.limiters[source]
 	if !ok {
 		if len(s.limiters) >= 4096 {
-			// Bounded memory whatever the number of sources (spoofed or IPv6): start over.
-			s.limiters = map[string]*sourceLimiter{}
+			// Bounded memory whatever the number of sources: forget the quiet ones first, and
+			// start over only when none is.
+			for k, v := range s.limiters {
+				if now.Sub(v.lastSeen) > time.Minute {
+					delete(s.limiters, k)
+				}
+			}
+			if len(s.limiters) >= 4096 {
+				s.limiters = map[string]*sourceLimiter{}
+			}
 		}
 		limit, burst := s.IPXERate, s.IPXEBurst
 		if limit == 0 {
