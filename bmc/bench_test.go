@@ -71,7 +71,7 @@ func BenchmarkProvisionSequence(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < b.N; i++ {
-		if err := c.InsertMedia(ctx, images[i%2]); err != nil {
+		if err := c.InsertMedia(ctx, images[i%2], ""); err != nil {
 			b.Fatal(err)
 		}
 		if err := c.SetBootOverride(ctx, BootOverride{Target: BootCd}); err != nil {

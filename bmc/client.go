@@ -105,13 +105,11 @@ type Client interface {
 	Reset(ctx context.Context, t ResetType) error
 	// SetBootOverride sets the boot source for the next boot (or every boot).
 	SetBootOverride(ctx context.Context, o BootOverride) error
-	// InsertMedia inserts image into the virtual CD, ejecting other media first. No-op when the
-	// same image is already inserted.
-	InsertMedia(ctx context.Context, image string) error
-	// InsertSeedMedia inserts image (a per-claim NoCloud volume) into a second virtual media
-	// device next to the CD: a USB stick, floppy, removable disk or a second CD, whichever the
-	// BMC offers. ErrNoSeedSlot when it offers no second device. No-op when already inserted.
-	InsertSeedMedia(ctx context.Context, image string) error
+	// InsertMedia inserts image into the virtual CD and, when seed is set, seed (a per-claim
+	// NoCloud volume) into a second virtual media device: a USB stick or floppy, else a second
+	// CD. ErrNoSeedSlot, before anything is inserted, when the BMC offers no second device. A
+	// device already holding the wanted image is left alone; one holding another is ejected first.
+	InsertMedia(ctx context.Context, image, seed string) error
 	// EjectMedia ejects every virtual medium whose image URL contains match (all of them when
 	// match is empty), and inserted media that report no image URL; media someone else mounted
 	// (a KVM console) stay. No-op when none.
@@ -437,27 +435,22 @@ func insert(m *schemas.VirtualMedia, image string) error {
 	return nil
 }
 
-func (c *client) InsertMedia(ctx context.Context, image string) error {
+func (c *client) InsertMedia(ctx context.Context, image, seed string) error {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
-	cd, _, err := c.slots(ctx)
+	cd, seedSlot, err := c.slots(ctx) // one listing of the devices for both
 	if err != nil {
 		return err
+	}
+	if seed != "" {
+		if seedSlot == nil {
+			return ErrNoSeedSlot
+		}
+		if err := insert(seedSlot, seed); err != nil {
+			return err
+		}
 	}
 	return insert(cd, image)
-}
-
-func (c *client) InsertSeedMedia(ctx context.Context, image string) error {
-	ctx, cancel := c.call(ctx)
-	defer cancel()
-	_, seed, err := c.slots(ctx)
-	if err != nil {
-		return err
-	}
-	if seed == nil {
-		return ErrNoSeedSlot
-	}
-	return insert(seed, image)
 }
 
 func (c *client) EjectMedia(ctx context.Context, match string) error {

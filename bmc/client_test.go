@@ -42,7 +42,7 @@ func TestPowerBootAndVirtualMediaDriveTheSystem(t *testing.T) {
 	ctx := context.Background()
 
 	const image = "http://images.example/provision.iso"
-	if err := c.InsertMedia(ctx, image); err != nil {
+	if err := c.InsertMedia(ctx, image, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.SetBootOverride(ctx, BootOverride{Target: BootCd}); err != nil {
@@ -339,10 +339,7 @@ func TestEjectMediaLeavesMediaItDidNotInsert(t *testing.T) {
 	s := newSim(t, simulator.Config{})
 	c := connectTo(t, s, Options{})
 	ctx := context.Background()
-	if err := c.InsertMedia(ctx, "http://kvm.example/rescue.iso"); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.InsertSeedMedia(ctx, "http://seed.example/v1/ns/m/tok/cidata.iso"); err != nil {
+	if err := c.InsertMedia(ctx, "http://kvm.example/rescue.iso", "http://seed.example/v1/ns/m/tok/cidata.iso"); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.EjectMedia(ctx, "/v1/ns/m/"); err != nil {

@@ -337,8 +337,12 @@ func TestBMCErrorsEchoingAnImageURLDoNotCarryTheSeedToken(t *testing.T) {
 	c := connectTo(t, s, fastOpts)
 	const token = "c0ffee0123456789abcdef0123456789abcdef0123456789abcdef0123456789"
 	s.Fault.RejectMedia(2)
-	for _, insert := range []func(context.Context, string) error{c.InsertMedia, c.InsertSeedMedia} {
-		err := insert(context.Background(), "http://seed.example:30082/v1/ns/m1/"+token+"/cidata.iso")
+	seedURL := "http://seed.example:30082/v1/ns/m1/" + token + "/cidata.iso"
+	for _, insert := range []func(context.Context) error{
+		func(ctx context.Context) error { return c.InsertMedia(ctx, seedURL, "") },                             // the CD rejects it
+		func(ctx context.Context) error { return c.InsertMedia(ctx, "http://images.example/os.iso", seedURL) }, // the seed device rejects it
+	} {
+		err := insert(context.Background())
 		if err == nil {
 			t.Fatal("the BMC rejected the media")
 		}

@@ -250,16 +250,17 @@ func (r *Reconciler) reregister(h *infrav1.RedfishHost) bool {
 }
 
 // releaseOrphanedClaim releases a claim whose consumer (a RedfishMachine) no longer exists, so
-// the host is deprovisioned normally instead of staying claimed forever. The consumer is read
-// from the API server; it must stay missing for OrphanGracePeriod. A positive wait means: look
-// again then, doing nothing else now.
+// the host is deprovisioned normally instead of staying claimed forever. The consumer must stay
+// missing for OrphanGracePeriod. A positive wait means: look again then, doing nothing else now.
 func (r *Reconciler) releaseOrphanedClaim(ctx context.Context, h *infrav1.RedfishHost) (time.Duration, error) {
 	c := h.Status.Claim
 	if c == nil || c.Release {
 		return 0, nil
 	}
-	consumer := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: infrav1.GroupVersion.String(), Kind: "RedfishMachine"}}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Consumer.Namespace, Name: c.Consumer.Name}, consumer)
+	// From the cache: this runs on every reconcile of a claimed host, and the grace period covers
+	// any lag of the cache.
+	consumer := &infrav1.RedfishMachine{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: c.Consumer.Namespace, Name: c.Consumer.Name}, consumer)
 	switch {
 	case err == nil:
 		c.ConsumerMissingSince = nil

@@ -291,13 +291,10 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 		// The OS image in the CD, the per-claim NoCloud volume (label cidata) in a second device:
 		// a prebuilt image finds its seed by the volume label, knowing no URL.
 		volume := seed.CIDataURL(r.SeedBaseURL, h.Namespace, c.Consumer.Name, string(sec.Data[seed.KeyToken]))
-		if err = s.bmc.InsertSeedMedia(ctx, volume); errors.Is(err, bmc.ErrNoSeedSlot) {
+		if err = s.bmc.InsertMedia(ctx, image, volume); errors.Is(err, bmc.ErrNoSeedSlot) {
 			conditions.Set(h, metav1.Condition{Type: infrav1.BootPreparedCondition, Status: metav1.ConditionFalse, Reason: infrav1.NoSeedMediaSlotReason,
 				Message: "This BMC offers a single virtual media device: the OS image and the seed volume cannot both be attached. Boot this host by PXE or UefiHttp (bootMethod), which carry the seed URL instead"})
 			return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
-		}
-		if err == nil {
-			err = s.bmc.InsertMedia(ctx, image)
 		}
 		if err == nil {
 			err = s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootCd})

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -57,16 +58,9 @@ func startControllerManager(assets string, cfg *rest.Config, logger logr.Logger)
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	controllers := ""
-	for i, c := range ControllerManagerControllers {
-		if i > 0 {
-			controllers += ","
-		}
-		controllers += c
-	}
 	cmd := exec.Command(bin,
 		"--kubeconfig="+kubeconfig,
-		"--controllers="+controllers,
+		"--controllers="+strings.Join(ControllerManagerControllers, ","),
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--use-service-account-credentials=false",
