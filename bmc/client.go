@@ -144,6 +144,9 @@ type Stats struct {
 type Options struct {
 	// CallTimeout bounds one Client method, retries included. Default 60s.
 	CallTimeout time.Duration
+	// ConnectWait is how long Pool.Get waits for a new connection (service root and login) before
+	// answering ErrConnecting; the connection goes on in the background. Default 250ms.
+	ConnectWait time.Duration
 	// AttemptTimeout bounds one HTTP request. Default 15s.
 	AttemptTimeout time.Duration
 	// MaxConcurrentRequests per BMC. Default 4.
@@ -169,6 +172,7 @@ func (o Options) withDefaults() Options {
 	}
 	def(&o.CallTimeout, 60*time.Second)
 	def(&o.AttemptTimeout, 15*time.Second)
+	def(&o.ConnectWait, 250*time.Millisecond)
 	def(&o.Backoff, 200*time.Millisecond)
 	def(&o.BreakerCooldown, 30*time.Second)
 	if o.MaxConcurrentRequests == 0 {

@@ -11,6 +11,9 @@ var (
 	// ErrCircuitOpen means recent calls to this BMC kept failing; calls fail fast until a probe
 	// succeeds again.
 	ErrCircuitOpen = errors.New("BMC circuit breaker open: recent calls kept failing")
+	// ErrConnecting means the connection to the BMC (service root, login) is still being made
+	// in the background; ask again shortly.
+	ErrConnecting = errors.New("connecting to the BMC")
 	// ErrConflict means the BMC refused the operation because the resource is busy (HTTP 409),
 	// typically a power transition in progress. Try again later.
 	ErrConflict = errors.New("the BMC is busy with another operation (409 Conflict)")

@@ -295,7 +295,7 @@ func TestBMCThatNeverConnectedOpensTheBreakerAndIsProbedWithOneRequest(t *testin
 	ctx := context.Background()
 	tg := target(s)
 
-	if _, err := pool.Get(ctx, tg); err == nil {
+	if _, err := settle(t, pool, tg); err == nil {
 		t.Fatal("a hanging BMC must not connect")
 	}
 	if n := s.Stats().Requests["GET"]; n != fastOpts.BreakerThreshold {
@@ -319,7 +319,7 @@ func TestBMCThatNeverConnectedOpensTheBreakerAndIsProbedWithOneRequest(t *testin
 	// After the cooldown one probe goes through; it fails and the breaker opens again.
 	time.Sleep(fastOpts.BreakerCooldown)
 	before = s.Stats().Requests["GET"]
-	if _, err := pool.Get(ctx, tg); err == nil {
+	if _, err := settle(t, pool, tg); err == nil {
 		t.Fatal("the probe of a hanging BMC must fail")
 	}
 	if n := s.Stats().Requests["GET"] - before; n != 1 {
@@ -355,5 +355,44 @@ func TestBMCErrorsEchoingAnImageURLDoNotCarryTheSeedToken(t *testing.T) {
 	}
 	if got := Redact("https://admin:hunter2@10.0.0.5/x"); got != "https://REDACTED@10.0.0.5/x" {
 		t.Errorf("Redact kept credentials: %s", got)
+	}
+}
+
+// A BMC whose login hangs holds the caller for ConnectWait at most: the connection goes on in the
+// background, callers meanwhile get ErrConnecting without a request of their own, and the outcome
+// (here the timeout) is reported once before the next attempt starts.
+func TestGetDoesNotWaitForALoginThatHangs(t *testing.T) {
+	s := newSim(t, simulator.Config{})
+	s.Fault.HangLogins()
+	defer s.Fault.Unhang()
+	opts := fastOpts
+	opts.ConnectWait = 50 * time.Millisecond
+	opts.AttemptTimeout = 2 * time.Second
+	pool := NewPool(opts)
+	tg := target(s)
+
+	start := time.Now()
+	for range 10 {
+		if _, err := pool.Get(context.Background(), tg); !errors.Is(err, ErrConnecting) {
+			t.Fatalf("Get during a hanging login = %v, want ErrConnecting", err)
+		}
+	}
+	if d := time.Since(start); d > opts.AttemptTimeout/4 {
+		t.Errorf("10 Gets during a hanging login took %s: only the first may wait, and only %s", d, opts.ConnectWait)
+	}
+	if n := s.Stats().Requests["POST"]; n != 1 {
+		t.Errorf("%d logins sent while one hangs, want 1", n)
+	}
+	_, err := settle(t, pool, tg)
+	if err == nil || !strings.Contains(err.Error(), "creating a Redfish session") {
+		t.Fatalf("the hanging login's outcome = %v, want its timeout", err)
+	}
+	s.Fault.Unhang()
+	c, err := settle(t, pool, tg)
+	if err != nil {
+		t.Fatalf("after the BMC recovered: %v", err)
+	}
+	if _, err := c.PowerState(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

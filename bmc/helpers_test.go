@@ -2,6 +2,7 @@ package bmc
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -46,6 +47,20 @@ func connectTo(t *testing.T, s *simulator.Server, opts Options) *client {
 	}
 	t.Cleanup(func() { c.close(context.Background()) })
 	return c
+}
+
+// settle calls pool.Get until the connection attempt has an outcome (not ErrConnecting), as a
+// reconcile that requeues does.
+func settle(t *testing.T, pool *Pool, tg Target) (Client, error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := pool.Get(context.Background(), tg)
+		if !errors.Is(err, ErrConnecting) || time.Now().After(deadline) {
+			return c, err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // waitFor polls cond until it holds or the deadline passes; cond reports what it saw last.

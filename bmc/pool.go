@@ -25,6 +25,17 @@ type poolEntry struct {
 	// breaker outlives failed connects and client replacements: a BMC that never answers opens
 	// it like one that stopped answering, and Get then fails fast instead of holding a worker.
 	breaker *breaker
+	// dial is the connection attempt under way, or the failed one whose error the next Get reports.
+	dial *dial
+}
+
+// dial is one connection attempt: service root, system discovery and login, run off the caller's
+// goroutine so that a BMC that hangs holds no reconcile worker for longer than ConnectWait.
+type dial struct {
+	fingerprint string
+	done        chan struct{}
+	client      *client
+	err         error
 }
 
 // NewPool returns an empty pool whose clients use opts.
@@ -32,8 +43,10 @@ func NewPool(opts Options) *Pool {
 	return &Pool{opts: opts, entries: map[string]*poolEntry{}}
 }
 
-// Get returns the client for t.Address, connecting on first use or when the credentials or TLS
-// settings changed since the client was made.
+// Get returns the client for t.Address, logged in, connecting on first use or when the
+// credentials or TLS settings changed since the client was made. The connection is made in the
+// background: when it takes longer than Options.ConnectWait, Get returns ErrConnecting and a later
+// Get returns its outcome (the client, or the error once, after which the next Get tries again).
 func (p *Pool) Get(ctx context.Context, t Target) (Client, error) {
 	p.mu.Lock()
 	e, ok := p.entries[t.Address]
@@ -45,8 +58,8 @@ func (p *Pool) Get(ctx context.Context, t Target) (Client, error) {
 
 	fp := fingerprint(t)
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.client != nil && e.fingerprint == fp {
+		defer e.mu.Unlock()
 		return e.client, nil
 	}
 	if e.client != nil {
@@ -54,15 +67,79 @@ func (p *Pool) Get(ctx context.Context, t Target) (Client, error) {
 		e.client = nil
 		go logoutSoon(old)
 	}
-	if e.breaker.open() {
-		return nil, ErrCircuitOpen
+	d := e.dial
+	if d != nil && d.fingerprint != fp {
+		d, e.dial = nil, nil // made with other credentials: its outcome is discarded
 	}
+	started := d == nil
+	if started {
+		if e.breaker.open() {
+			e.mu.Unlock()
+			return nil, ErrCircuitOpen
+		}
+		d = &dial{fingerprint: fp, done: make(chan struct{})}
+		e.dial = d
+		go p.run(e, d, t)
+	}
+	e.mu.Unlock()
+
+	// Only the caller that started the attempt waits for it; the others learn its outcome from
+	// d.done without waiting.
+	if started {
+		wait := time.NewTimer(p.opts.withDefaults().ConnectWait)
+		defer wait.Stop()
+		select {
+		case <-d.done:
+		case <-wait.C:
+			return nil, ErrConnecting
+		case <-ctx.Done():
+			return nil, ErrConnecting
+		}
+	} else {
+		select {
+		case <-d.done:
+		default:
+			return nil, ErrConnecting
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if d.err == nil {
+		return d.client, nil
+	}
+	if e.dial == d {
+		e.dial = nil // reported: the next Get tries again
+	}
+	return nil, d.err
+}
+
+// run makes the connection of d and installs the client in e, unless e moved on meanwhile
+// (forgotten, or new credentials), in which case the client is logged out.
+func (p *Pool) run(e *poolEntry, d *dial, t Target) {
+	opts := p.opts.withDefaults()
+	ctx, cancel := context.WithTimeout(context.Background(), opts.CallTimeout)
+	defer cancel()
 	c, err := connect(ctx, t, p.opts, e.breaker)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		if err = c.tr.ensureSession(ctx); err != nil {
+			err = classify(err)
+		}
 	}
-	e.client, e.fingerprint = c, fp
-	return c, nil
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	defer close(d.done)
+	d.err = err
+	if err != nil {
+		return
+	}
+	if e.dial != d {
+		go logoutSoon(c)
+		d.err = ErrConnecting // superseded; the caller asks again
+		return
+	}
+	d.client = c
+	e.dial = nil
+	e.client, e.fingerprint = c, d.fingerprint
 }
 
 // Forget drops (and logs out) the client of a BMC, e.g. when its host is deleted.
@@ -76,6 +153,7 @@ func (p *Pool) Forget(address string) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.dial = nil // an attempt under way logs out when it ends
 	if e.client != nil {
 		go logoutSoon(e.client)
 	}

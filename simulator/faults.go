@@ -15,6 +15,7 @@ type Faults struct {
 	errorStatus    int            //
 	latency        time.Duration  // added to every request
 	hang           chan struct{}  // non-nil: requests block until closed
+	hangLogins     chan struct{}  // non-nil: logins (POST to the session collection) block until closed
 	conflicts      int            // next N reset actions answer 409
 	unavailableTil time.Time      // BMC rebooting: 503 until then
 	wrongPowerTil  time.Time      // power state reported inverted until then
@@ -104,15 +105,28 @@ func (f *Faults) Hang() {
 	}
 }
 
+// HangLogins makes every login (POST to the session collection) block without an answer until
+// Unhang (or the client gives up), as a BMC whose web server answers but whose session service
+// is stuck does; every other request is answered.
+func (f *Faults) HangLogins() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hangLogins == nil {
+		f.hangLogins = make(chan struct{})
+	}
+}
+
 // Unhang releases hanging requests and stops hanging new ones.
 func (f *Faults) Unhang() { f.clearHang() }
 
 func (f *Faults) clearHang() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.hang != nil {
-		close(f.hang)
-		f.hang = nil
+	for _, c := range []*chan struct{}{&f.hang, &f.hangLogins} {
+		if *c != nil {
+			close(*c)
+			*c = nil
+		}
 	}
 }
 
@@ -156,6 +170,9 @@ func (f *Faults) setUnavailable(d time.Duration) {
 func (f *Faults) intercept(w http.ResponseWriter, r *http.Request) bool {
 	f.mu.Lock()
 	latency, hang := f.latency, f.hang
+	if hang == nil && r.Method == http.MethodPost && strings.TrimSuffix(r.URL.Path, "/") == sessionsPath {
+		hang = f.hangLogins
+	}
 	unavailable := time.Now().Before(f.unavailableTil)
 	burst := f.errorBurst > 0
 	status := f.errorStatus

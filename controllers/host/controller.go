@@ -379,6 +379,9 @@ func (r *Reconciler) connect(ctx context.Context, s *scope) error {
 	if err == nil {
 		ps, err = c.PowerState(ctx)
 	}
+	if errors.Is(err, bmc.ErrConnecting) {
+		return err // no outcome yet: the conditions stay as they are; retryAfter polls soon
+	}
 	if err != nil {
 		reason := infrav1.BMCUnreachableReason
 		if errors.Is(err, bmc.ErrAuth) {
@@ -390,6 +393,15 @@ func (r *Reconciler) connect(ctx context.Context, s *scope) error {
 	s.bmc, s.power = c, ps
 	h.Status.PowerState = string(ps)
 	return nil
+}
+
+// retryAfter is how soon a host whose BMC was not usable looks again: soon while the connection
+// is still being made in the background, RetryInterval after a failure.
+func (r *Reconciler) retryAfter(err error) time.Duration {
+	if errors.Is(err, bmc.ErrConnecting) {
+		return r.PollInterval
+	}
+	return r.RetryInterval
 }
 
 func (r *Reconciler) updateReady(h *infrav1.RedfishHost) {

@@ -40,8 +40,10 @@ func (r *Reconciler) handlers() map[infrav1.HostState]handler {
 // does not lose its claim because its BMC is briefly down) and is retried later.
 func (r *Reconciler) connectOrWait(ctx context.Context, s *scope) (ctrl.Result, bool) {
 	if err := r.connect(ctx, s); err != nil {
-		ctrl.LoggerFrom(ctx).Info("BMC not usable, will retry", "reason", conditions.GetReason(s.host, infrav1.BMCReachableCondition), "error", err.Error())
-		return ctrl.Result{RequeueAfter: r.RetryInterval}, false
+		if !errors.Is(err, bmc.ErrConnecting) {
+			ctrl.LoggerFrom(ctx).Info("BMC not usable, will retry", "reason", conditions.GetReason(s.host, infrav1.BMCReachableCondition), "error", err.Error())
+		}
+		return ctrl.Result{RequeueAfter: r.retryAfter(err)}, false
 	}
 	return ctrl.Result{}, true
 }
@@ -54,7 +56,7 @@ func (r *Reconciler) register(ctx context.Context, s *scope) (ctrl.Result, error
 			return ctrl.Result{}, nil
 		}
 		h.Status.State = infrav1.HostStateRegistering
-		return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
+		return ctrl.Result{RequeueAfter: r.retryAfter(err)}, nil
 	}
 	h.Status.State = infrav1.HostStateInspecting
 	h.Status.RegisteredAddress = h.Spec.BMC.Address

@@ -51,6 +51,7 @@ type bedOptions struct {
 	withOS       bool
 	powerLatency time.Duration          // default 50ms
 	fleet        simulator.FleetOptions // EraseDuration, NoSecureErase and SingleMediaSlot are taken from here
+	prepare      func(*simulator.Fleet) // called before the hosts are registered, e.g. to inject faults
 }
 
 func startBed(name string, n int, o bedOptions) *bed {
@@ -76,6 +77,9 @@ func startBed(name string, n int, o bedOptions) *bed {
 	b := &bed{ns: ns.Name, fleet: fleet, os: simos.New(kubelet)}
 	if o.withOS {
 		b.os.Attach(fleet)
+	}
+	if o.prepare != nil {
+		o.prepare(fleet)
 	}
 	for i, s := range fleet.Servers {
 		creds, h := sample.Host(b.ns, s)
