@@ -396,3 +396,27 @@ func TestGetDoesNotWaitForALoginThatHangs(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// However many reconciles use one BMC at once, it sees at most MaxConcurrentRequests requests at a
+// time (BMCs answer slowly or drop connections beyond a few).
+func TestRequestsToOneBMCAreLimitedToMaxConcurrentRequests(t *testing.T) {
+	s := newSim(t, simulator.Config{})
+	pool := NewPool(Options{MaxConcurrentRequests: 3})
+	c, err := settle(t, pool, target(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Fault.Latency(100 * time.Millisecond)
+	var wg sync.WaitGroup
+	for range 12 {
+		wg.Go(func() {
+			if _, err := c.PowerState(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if peak := s.Stats().PeakInFlight; peak != 3 {
+		t.Errorf("12 concurrent calls reached the BMC %d at a time, want 3", peak)
+	}
+}

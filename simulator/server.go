@@ -61,6 +61,7 @@ type Server struct {
 	nextID    int
 	tasks     map[string]*task
 	stats     Stats
+	inFlight  int
 	observers []func(BootEvent)
 	closed    bool
 }
@@ -82,6 +83,8 @@ type Stats struct {
 	SimpleUpdates int
 	// Boots counts power-on boots of the system.
 	Boots int
+	// PeakInFlight is the most requests the server was handling at once.
+	PeakInFlight int
 }
 
 // New starts a simulated server on a loopback port.
@@ -171,7 +174,8 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := Stats{Requests: map[string]int{}, Resets: map[string]int{},
-		SessionsCreated: s.stats.SessionsCreated, SimpleUpdates: s.stats.SimpleUpdates, Boots: s.stats.Boots}
+		SessionsCreated: s.stats.SessionsCreated, SimpleUpdates: s.stats.SimpleUpdates, Boots: s.stats.Boots,
+		PeakInFlight: s.stats.PeakInFlight}
 	for k, v := range s.stats.Requests {
 		out.Requests[k] = v
 	}
@@ -194,7 +198,14 @@ func (s *Server) handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.stats.Requests[r.Method]++
+		s.inFlight++
+		s.stats.PeakInFlight = max(s.stats.PeakInFlight, s.inFlight)
 		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.inFlight--
+			s.mu.Unlock()
+		}()
 
 		if s.Fault.intercept(w, r) {
 			return

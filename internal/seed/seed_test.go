@@ -87,6 +87,17 @@ func TestSeedFilesNeedTheClaimsToken(t *testing.T) {
 		}
 	}
 
+	t.Run("image redirects to the claim's image URL", func(t *testing.T) {
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Get(dir + "image") //nolint:noctx // test
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "https://images.example/os.iso" {
+			t.Errorf("GET image: %d Location %q, want 302 to https://images.example/os.iso", resp.StatusCode, resp.Header.Get("Location"))
+		}
+	})
+
 	t.Run("the volume holds the same seed, labelled cidata", func(t *testing.T) {
 		status, body := get(t, dir+"cidata.iso")
 		if status != 200 {
@@ -132,6 +143,33 @@ func TestIPXEScriptOfIgnitionBootstrapDataPointsIgnitionAtItsConfig(t *testing.T
 	status, body := get(t, ts.URL+"/v1/ipxe/52:54:00:00:00:01")
 	if status != 200 || !strings.Contains(body, "ignition.config.url="+dir+"ignition.json") || strings.Contains(body, "nocloud") {
 		t.Errorf("iPXE script for Ignition data: %d %q", status, body)
+	}
+	// Fedora CoreOS runs Ignition only with ignition.firstboot, Flatcar with flatcar.first_boot,
+	// and both need the platform.
+	for _, arg := range []string{" ignition.firstboot ", " flatcar.first_boot=1 ", " ignition.platform.id=metal "} {
+		if !strings.Contains(body, arg) {
+			t.Errorf("iPXE script for Ignition data lacks %q: %q", strings.TrimSpace(arg), body)
+		}
+	}
+}
+
+// The window ends when the Node joins: the machine controller deletes the seed Secret then, and
+// the host is Provisioned; either closes it.
+func TestIPXEWindowClosesOnceTheNodeJoined(t *testing.T) {
+	done := provisioningHost("done", "52:54:00:00:00:01", infrav1.BootMethodPXE, true)
+	done.Status.State = infrav1.HostStateProvisioned
+	ts, c := world(t, "", done, provisioningHost("booting", "52:54:00:00:00:02", infrav1.BootMethodPXE, true))
+	if status, _ := get(t, ts.URL+"/v1/ipxe/52:54:00:00:00:01"); status != 404 {
+		t.Errorf("a Provisioned host got %d, want 404", status)
+	}
+	if status, _ := get(t, ts.URL+"/v1/ipxe/52:54:00:00:00:02"); status != 200 {
+		t.Fatalf("a host in its window got %d, want 200", status)
+	}
+	if err := c.Delete(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: SecretName("m1")}}); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := get(t, ts.URL+"/v1/ipxe/52:54:00:00:00:02"); status != 404 || strings.Contains(body, token) {
+		t.Errorf("after the seed Secret was deleted: %d %q, want 404 without the token", status, body)
 	}
 }
 
