@@ -49,18 +49,18 @@ var _ = Describe("Placement", Label("placement"), func() {
 			Eventually(func(g Gomega) {
 				ms := b.machines(md)
 				g.Expect(ms).To(HaveLen(want))
-				var on_, waiting []string
+				var landed, waiting []string
 				for _, m := range ms {
 					rm := &infrav1.RedfishMachine{}
 					g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: m.Spec.InfrastructureRef.Name}, rm)).To(Succeed())
 					if rm.Status.HostRef != "" {
-						on_ = append(on_, rm.Status.HostRef)
+						landed = append(landed, rm.Status.HostRef)
 					} else if c := findCondition(rm.Status.Conditions, infrav1.HostClaimedCondition); c != nil && c.Reason == infrav1.WaitingForHostReason {
 						waiting = append(waiting, m.Name)
 					}
 				}
-				g.Expect(on_).To(Equal([]string{on}), b.dump())
-				g.Expect(waiting).To(HaveLen(want-1))
+				g.Expect(landed).To(Equal([]string{on}), b.dump())
+				g.Expect(waiting).To(HaveLen(want - 1))
 			}).Should(Succeed())
 		}
 
@@ -83,7 +83,10 @@ var _ = Describe("Placement", Label("placement"), func() {
 			"hosts outside the selector and the zone stayed Available: %s", describeHosts(b.hosts()))
 		scale(gpu, 0)
 		scale(zoneA, 0)
-		Eventually(func(g Gomega) { g.Expect(b.machines("gpu")).To(BeEmpty()); g.Expect(b.machines("zone-a")).To(BeEmpty()) }).Should(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(b.machines("gpu")).To(BeEmpty())
+			g.Expect(b.machines("zone-a")).To(BeEmpty())
+		}).Should(Succeed())
 
 		By("nodeReuse: scaled to 0 the host stays reserved for the MachineDeployment; deleted, the reservation goes")
 		b.template("reuse", infrav1.RedfishMachineSpec{NodeReuse: true, AutomatedCleaningMode: infrav1.CleaningModeDisabled})
