@@ -19,6 +19,7 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/claim"
+	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
 )
 
 // claimHost makes sure the machine holds exactly one host. A claim is written to the host's
@@ -254,6 +255,9 @@ func (r *Reconciler) tryClaim(ctx context.Context, s *scope, h *infrav1.RedfishH
 	switch {
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		ctrl.LoggerFrom(ctx).V(4).Info("lost the race for a host", "RedfishHost", h.Name)
+		if apierrors.IsConflict(err) {
+			metrics.ClaimConflicts.WithLabelValues(h.Namespace).Inc()
+		}
 		return false, nil
 	case err != nil:
 		return false, err

@@ -32,10 +32,16 @@ var (
 	PowerOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "caprf_power_operations_total", Help: "Power actions (Redfish reset types) requested; the BMC layer skips one the host already completed.",
 	}, []string{"namespace", "host", "type"})
+
+	// ClaimConflicts counts claims that lost a race: another machine claimed the host first (the
+	// update carrying the resourceVersion read was refused) and the machine tried another.
+	ClaimConflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "caprf_claim_conflicts_total", Help: "Host claims refused because another machine claimed the host first.",
+	}, []string{"namespace"})
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(BMCRequests, BMCLatency, HostState, PowerOperations)
+	ctrlmetrics.Registry.MustRegister(BMCRequests, BMCLatency, HostState, PowerOperations, ClaimConflicts)
 }
 
 // ObserveBMC records one BMC request; status 0 means no answer.

@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
@@ -13,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
 	"github.com/caprf/cluster-api-provider-redfish/internal/testenv"
 )
 
@@ -104,7 +107,9 @@ var _ = Describe("Cleaning", Label("cleaning"), func() {
 
 var _ = Describe("Claim race", Label("claim-race"), func() {
 	It("never binds a host to two Machines when two MachineDeployments scale up at once against a smaller pool", func() {
-		b := newBed("race", 4, nil)
+		// The hosts start cordoned, so that every Machine is waiting when they are offered at once:
+		// six Machines then pick from four hosts in the same cached view.
+		b := newBed("race", 4, func(_ int, h *infrav1.RedfishHost) { h.Spec.Cordon = &infrav1.Cordon{Reason: "racked, not offered yet"} })
 		b.waitHostsAvailable(4)
 		b.createCluster("race")
 
@@ -141,6 +146,22 @@ var _ = Describe("Claim race", Label("claim-race"), func() {
 		b.template("workers", infrav1.RedfishMachineSpec{})
 		b.machineDeployment("blue", "workers", 3)
 		b.machineDeployment("green", "workers", 3)
+		Eventually(func(g Gomega) {
+			rms := &infrav1.RedfishMachineList{}
+			g.Expect(env.List(ctx, rms, client.InNamespace(b.ns))).To(Succeed())
+			waiting := 0
+			for _, rm := range rms.Items {
+				if c := findCondition(rm.Status.Conditions, infrav1.HostClaimedCondition); c != nil && c.Reason == infrav1.WaitingForHostReason {
+					waiting++
+				}
+			}
+			g.Expect(waiting).To(Equal(6))
+		}).Should(Succeed())
+		for _, h := range b.hosts() {
+			before := h.DeepCopy()
+			h.Spec.Cordon = nil
+			Expect(env.Patch(ctx, &h, client.MergeFrom(before))).To(Succeed())
+		}
 
 		Eventually(func(g Gomega) {
 			running := 0
@@ -162,6 +183,12 @@ var _ = Describe("Claim race", Label("claim-race"), func() {
 			}
 			g.Expect(claimed).To(Equal(4))
 		}, 2*time.Second).Should(Succeed())
+
+		// The race happened: claims were refused because another machine had claimed the host
+		// first (six machines, four hosts, picked at random from the same cached view).
+		conflicts := testutil.ToFloat64(metrics.ClaimConflicts.WithLabelValues(b.ns))
+		fmt.Fprintf(GinkgoWriter, "claims refused by the API server as conflicting: %.0f\n", conflicts)
+		Expect(conflicts).To(BeNumerically(">", 0), "no claim conflicted: the race was not provoked")
 
 		mu.Lock()
 		defer mu.Unlock()
