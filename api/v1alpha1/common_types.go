@@ -44,17 +44,6 @@ type Image struct {
 	// +kubebuilder:validation:Pattern=`^https?://`
 	URL string `json:"url,omitempty"`
 
-	// checksum is the hex digest of the image, or a URL (http/https) of a file holding it.
-	// +optional
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=2048
-	Checksum string `json:"checksum,omitempty"`
-
-	// checksumType is the digest algorithm of checksum.
-	// +optional
-	// +kubebuilder:validation:Enum=sha256;sha512
-	ChecksumType string `json:"checksumType,omitempty"`
-
 	// format of the image.
 	// +optional
 	// +kubebuilder:validation:Enum=raw;qcow2;iso;live-iso

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"regexp"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -215,11 +214,6 @@ func (*MachineTemplate) ValidateDelete(context.Context, *infrav1.RedfishMachineT
 	return nil, nil
 }
 
-// digestLen is the hex length of each supported checksum type.
-var digestLen = map[string]int{"sha256": 64, "sha512": 128}
-
-var hexOnly = regexp.MustCompile(`^[0-9a-fA-F]+$`)
-
 func validateSpec(s *infrav1.RedfishMachineSpec, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if s.HostSelector != nil {
@@ -233,19 +227,6 @@ func validateSpec(s *infrav1.RedfishMachineSpec, path *field.Path) field.ErrorLi
 	}
 	if u, err := url.Parse(img.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, field.Invalid(path.Child("image", "url"), img.URL, "must be an http:// or https:// URL with a host"))
-	}
-	if img.Checksum != "" {
-		isURL := strings.HasPrefix(img.Checksum, "http://") || strings.HasPrefix(img.Checksum, "https://")
-		typ := img.ChecksumType
-		if typ == "" {
-			typ = "sha256"
-		}
-		if !isURL && (len(img.Checksum) != digestLen[typ] || !hexOnly.MatchString(img.Checksum)) {
-			errs = append(errs, field.Invalid(path.Child("image", "checksum"), img.Checksum,
-				fmt.Sprintf("must be the %s hex digest of the image (%d hex characters) or an http(s) URL of a checksum file", typ, digestLen[typ])))
-		}
-	} else if img.ChecksumType != "" {
-		errs = append(errs, field.Required(path.Child("image", "checksum"), "checksumType is set without a checksum"))
 	}
 	return errs
 }

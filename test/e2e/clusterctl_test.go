@@ -37,7 +37,7 @@ var (
 	templateVariables = []string{
 		"CLUSTER_NAME", "KUBERNETES_VERSION", "CONTROL_PLANE_MACHINE_COUNT", "WORKER_MACHINE_COUNT",
 		"CONTROL_PLANE_ENDPOINT_HOST", "CONTROL_PLANE_ENDPOINT_PORT", "POD_CIDR", "SERVICE_CIDR",
-		"IMAGE_URL", "IMAGE_CHECKSUM", "IMAGE_CHECKSUM_TYPE", "IMAGE_FORMAT", "AUTOMATED_CLEANING_MODE",
+		"IMAGE_URL", "IMAGE_FORMAT", "AUTOMATED_CLEANING_MODE",
 	}
 )
 
@@ -77,7 +77,6 @@ var _ = Describe("clusterctl release", Label("clusterctl"), func() {
 CAPRF_SEED_URL: http://10.0.0.2:30082
 CONTROL_PLANE_ENDPOINT_HOST: 10.0.0.100
 IMAGE_URL: https://images.example/k8s-v1.36.3.iso
-IMAGE_CHECKSUM: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
 `), 0o600)).To(Succeed())
 		c, err := clusterctl.New(ctx, config)
 		Expect(err).NotTo(HaveOccurred())

@@ -267,14 +267,14 @@ var _ = Describe("Bad input", Label("bad-input"), func() {
 		Expect(err).To(MatchError(ContainSubstring("must not carry credentials")))
 		Expect(err.Error()).NotTo(ContainSubstring("hunter2"))
 
-		By("a bad image checksum being refused, and templates being immutable")
+		By("an image URL without a host being refused, and templates being immutable")
 		badTemplate := &infrav1.RedfishMachineTemplate{
-			ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "bad-checksum"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "bad-image"},
 			Spec: infrav1.RedfishMachineTemplateSpec{Template: infrav1.RedfishMachineTemplateResource{Spec: infrav1.RedfishMachineSpec{
-				Image: &infrav1.Image{URL: "http://images.example/a.iso", Checksum: "abc123", ChecksumType: "sha256"},
+				Image: &infrav1.Image{URL: "http:///a.iso"},
 			}}},
 		}
-		Expect(env.Create(ctx, badTemplate)).To(MatchError(ContainSubstring("spec.template.spec.image.checksum")))
+		Expect(env.Create(ctx, badTemplate)).To(MatchError(ContainSubstring("spec.template.spec.image.url")))
 
 		Eventually(func(g Gomega) {
 			got := map[string]string{}
