@@ -38,7 +38,6 @@ type flags struct {
 	leaderElect             bool
 	leaderElectionNamespace string
 	watchNamespace          string
-	watchFilter             string
 	concurrency             int
 	qps                     float32
 	burst                   int
@@ -63,7 +62,6 @@ func main() {
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "Elect a leader so only one replica reconciles.")
 	fs.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election lease (default: the pod's namespace; required when running outside a cluster).")
 	fs.StringVar(&f.watchNamespace, "namespace", "", "Only watch this namespace (default: all).")
-	fs.StringVar(&f.watchFilter, "watch-filter", "", "Only reconcile objects labelled cluster.x-k8s.io/watch-filter=<value>.")
 	fs.IntVar(&f.concurrency, "concurrency", 50, "Concurrent reconciles per controller.")
 	fs.Float32Var(&f.qps, "kube-api-qps", 100, "Maximum queries per second to the management cluster API server.")
 	fs.IntVar(&f.burst, "kube-api-burst", 200, "Maximum burst to the management cluster API server.")
@@ -131,10 +129,9 @@ func run(ctx context.Context, f flags) error {
 		return err
 	}
 	cc, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
-		SecretClient:     secretClient,
-		Cache:            setup.ClusterCacheCacheOptions(),
-		Client:           setup.ClusterCacheClientOptions(controllerName, f.clusterCacheQPS, f.clusterCacheBurst),
-		WatchFilterValue: f.watchFilter,
+		SecretClient: secretClient,
+		Cache:        setup.ClusterCacheCacheOptions(),
+		Client:       setup.ClusterCacheClientOptions(controllerName, f.clusterCacheQPS, f.clusterCacheBurst),
 	}, controller.Options{MaxConcurrentReconciles: f.clusterCacheConcurrency})
 	if err != nil {
 		return fmt.Errorf("creating cluster cache: %w", err)
@@ -143,7 +140,6 @@ func run(ctx context.Context, f flags) error {
 	listen := func() (net.Listener, error) { return net.Listen("tcp", f.seedAddr) }
 	if err := provider.Setup(ctx, mgr, listen, controllers.Options{
 		SeedBaseURL:        f.seedURL,
-		WatchFilterValue:   f.watchFilter,
 		BMCCheckInterval:   f.bmcCheckInterval,
 		OrphanGracePeriod:  f.orphanGracePeriod,
 		RestoreGracePeriod: f.restoreGracePeriod,

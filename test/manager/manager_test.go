@@ -13,6 +13,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -30,6 +31,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -44,8 +46,10 @@ import (
 	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/release"
 	"github.com/caprf/cluster-api-provider-redfish/internal/sample"
+	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
 	"github.com/caprf/cluster-api-provider-redfish/internal/simos"
 	"github.com/caprf/cluster-api-provider-redfish/internal/testenv"
 	"github.com/caprf/cluster-api-provider-redfish/internal/webhooks"
@@ -184,9 +188,43 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 			args2[i] = fmt.Sprintf("--webhook-port=%d", freePort(t))
 		}
 	}
+	var standbyWebhookPort string
+	for _, a := range args2 {
+		if v, ok := strings.CutPrefix(a, "--webhook-port="); ok {
+			standbyWebhookPort = v
+		}
+	}
 	logs2 := startManager(t, bin, args2, kubeconfig)
 	g.Eventually(func() (int, error) { return httpStatus("http://" + seed2 + "/v1/rack/rack-cp/not-a-token/meta-data") }, time.Minute, 200*time.Millisecond).
 		Should(Equal(http.StatusNotFound), "the standby replica does not serve the seed\n%s", logs2)
+
+	t.Log("the standby serves a live claim's seed: a second control-plane Machine on a server whose OS never boots keeps its seed")
+	fleet2, err := simulator.StartFleet(simulator.FleetOptions{Servers: 1, NamePrefix: "mgr-noos", Fleet: 2, Password: bmcPassword, PowerLatency: 50 * time.Millisecond})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(fleet2.Close)
+	creds2, host2 := sample.Host("rack", fleet2.Servers[0])
+	data2, rm2, machine2 := sample.ControlPlane("rack", "rack", "rack-cp2")
+	for _, o := range []client.Object{creds2, host2, data2, rm2, machine2} {
+		g.Expect(env.Create(ctx, o)).To(Succeed())
+	}
+	seedSecret := &corev1.Secret{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Get(ctx, client.ObjectKey{Namespace: "rack", Name: seed.SecretName("rack-cp2")}, seedSecret)).To(Succeed())
+		g.Expect(fleet2.Servers[0].Stats().Boots).To(BeNumerically(">=", 1))
+	}, 2*time.Minute, 500*time.Millisecond).Should(Succeed(), func() string { return "manager log:\n" + logs.String() })
+	metaData := seed.Dir("http://"+seed2, "rack", "rack-cp2", string(seedSecret.Data[seed.KeyToken])) + "meta-data"
+	body, code, err := scrape(metaData, "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(code).To(Equal(http.StatusOK), "the standby's seed server: %s\n%s", body, logs2)
+	g.Expect(body).To(ContainSubstring("provider-id: redfish://rack/mgr-noos-0/rack-cp2"))
+
+	t.Log("the standby answers admission requests: the Service routes to every replica")
+	bad := host2.DeepCopy()
+	bad.ObjectMeta = metav1.ObjectMeta{Namespace: "rack", Name: "bad"}
+	bad.Spec.BMC.Address = "ftp://10.0.0.9"
+	review := admissionReview(t, standbyWebhookPort, bad)
+	g.Expect(review.Allowed).To(BeFalse(), "the standby's webhook allowed a RedfishHost with an ftp:// BMC address")
+	g.Expect(review.Result.Message).To(ContainSubstring("spec.bmc.address"))
 	g.Expect(logs.String()).To(ContainSubstring("Successfully acquired lease"))
 	g.Expect(logs2.String()).NotTo(ContainSubstring("Successfully acquired lease"), "the standby took the lease")
 
@@ -307,6 +345,44 @@ func scrape(url, token string) (string, int, error) {
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	return string(body), resp.StatusCode, err
+}
+
+// admissionReview sends the creation of h to the RedfishHost validating webhook on port, as the
+// API server does, and returns the answer.
+func admissionReview(t *testing.T, port string, h *infrav1.RedfishHost) *admissionv1.AdmissionResponse {
+	t.Helper()
+	h.TypeMeta = metav1.TypeMeta{APIVersion: infrav1.GroupVersion.String(), Kind: "RedfishHost"}
+	raw, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID:       "review-1",
+			Kind:      metav1.GroupVersionKind{Group: infrav1.GroupVersion.Group, Version: infrav1.GroupVersion.Version, Kind: "RedfishHost"},
+			Resource:  metav1.GroupVersionResource{Group: infrav1.GroupVersion.Group, Version: infrav1.GroupVersion.Version, Resource: "redfishhosts"},
+			Operation: admissionv1.Create, Namespace: h.Namespace, Name: h.Name,
+			Object: runtime.RawExtension{Raw: raw},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test's self-signed webhook certificate.
+	resp, err := c.Post("https://127.0.0.1:"+port+"/validate-infrastructure-cluster-x-k8s-io-v1alpha1-redfishhost", "application/json", bytes.NewReader(in)) //nolint:noctx // test
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	out := admissionv1.AdmissionReview{}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Response == nil {
+		t.Fatalf("webhook answer %d: %v", resp.StatusCode, err)
+	}
+	if out.Response.Result == nil {
+		out.Response.Result = &metav1.Status{}
+	}
+	return out.Response
 }
 
 func httpStatus(url string) (int, error) {
