@@ -77,6 +77,7 @@ type World struct {
 
 	mu        sync.Mutex
 	templates map[string]string // Machine name → template it was cloned from
+	booted    map[string]string // server ID → image URL its last boot loaded (redirects followed)
 }
 
 // Run starts the embedded world, plays the scenario and stops everything it started.
@@ -167,6 +168,7 @@ func Run(ctx context.Context, o Options) (retErr error) {
 	}
 	w.OS = simos.New(kubelet)
 	w.OS.Attach(w.Fleet)
+	w.Fleet.OnBoot(w.recordBoot)
 
 	progress, stopProgress := context.WithCancel(ctx)
 	done := make(chan struct{})

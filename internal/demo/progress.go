@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/simulator"
 )
 
 // hostStates is the order states are listed in.
@@ -106,7 +108,62 @@ type Machine struct {
 	Deleting bool
 }
 
-// Machines lists the namespace's Machines with their host, template and image.
+// recordBoot remembers which image a server booted, as its BMC reports the boot (the virtual CD, the
+// UEFI HTTP boot URI, or the kernel a network boot loaded), following the seed server's redirect
+// to the image itself.
+func (w *World) recordBoot(e simulator.BootEvent) {
+	var url string
+	switch e.Target {
+	case "Cd":
+		url = e.MediaImage
+	case "UefiHttp":
+		url = e.HTTPBootURI
+	case "Pxe":
+		if f := strings.Fields(e.KernelCmdline); len(f) > 0 {
+			url = f[0]
+		}
+	default:
+		return // a reboot from disk: the image it installed stays
+	}
+	go func() {
+		if url != "" {
+			url = resolve(url)
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.booted == nil {
+			w.booted = map[string]string{}
+		}
+		w.booted[e.ServerID] = url
+	}()
+}
+
+// resolve follows the redirects of url (the seed server's per-claim `image` answers 302 to the
+// image) and returns where they end, or url when it cannot be fetched.
+func resolve(url string) string {
+	c := &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for range 5 {
+		resp, err := c.Head(url) //nolint:noctx // bounded by the client timeout
+		if err != nil {
+			return url
+		}
+		_ = resp.Body.Close()
+		loc := resp.Header.Get("Location")
+		if resp.StatusCode/100 != 3 || loc == "" {
+			return url
+		}
+		url = loc
+	}
+	return url
+}
+
+func (w *World) bootedImage(server string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.booted[server]
+}
+
+// Machines lists the namespace's Machines with their host, template and the image its host booted.
 func (w *World) Machines(ctx context.Context) ([]Machine, error) {
 	ms := &clusterv1.MachineList{}
 	if err := w.List(ctx, ms, client.InNamespace(Namespace)); err != nil {
@@ -127,9 +184,7 @@ func (w *World) Machines(ctx context.Context) ([]Machine, error) {
 			Name: m.Name, Phase: m.Status.Phase, Host: rm.Status.HostRef, Node: m.Status.NodeRef.Name,
 			Template: w.templateOf(m.Name, rm.Annotations[clusterv1.TemplateClonedFromNameAnnotation]), Deleting: !m.DeletionTimestamp.IsZero(),
 		}
-		if rm.Spec.Image != nil {
-			mm.Image = rm.Spec.Image.URL
-		}
+		mm.Image = w.bootedImage(rm.Status.HostRef)
 		mm.Group = mm.Template
 		if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; ok {
 			mm.Group = "control plane"
