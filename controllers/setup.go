@@ -66,7 +66,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	pool := bmc.NewPool(bmcOpts)
 	if err := (&host.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Pool: pool, SeedBaseURL: opts.SeedBaseURL,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), BMCs: host.FromPool(pool), SeedBaseURL: opts.SeedBaseURL,
 		Recorder: mgr.GetEventRecorder("redfishhost-controller"), WatchFilterValue: opts.WatchFilterValue, PollInterval: opts.PollInterval,
 		RetryInterval: opts.BMCRetryInterval, CheckInterval: opts.BMCCheckInterval, OrphanGracePeriod: opts.OrphanGracePeriod,
 		RestoreGracePeriod: opts.RestoreGracePeriod,

@@ -45,7 +45,8 @@ type Reconciler struct {
 	Client client.Client
 	// APIReader reads Secrets (credentials, CA bundles, seeds), which the manager does not cache.
 	APIReader client.Reader
-	Pool      *bmc.Pool
+	// BMCs connects to the hosts' BMCs (FromPool in the manager).
+	BMCs BMCs
 	// SeedBaseURL is where hosts reach the seed server (see internal/seed).
 	SeedBaseURL      string
 	Recorder         events.EventRecorder
@@ -105,7 +106,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 // scope is everything one reconcile of a host works with.
 type scope struct {
 	host  *infrav1.RedfishHost
-	bmc   bmc.Client     // nil until connect succeeded
+	bmc   BMC            // nil until connect succeeded
 	power bmc.PowerState // read by connect, this reconcile
 	acted bool           // a power action was sent this reconcile
 }
@@ -241,7 +242,7 @@ func (r *Reconciler) reregister(h *infrav1.RedfishHost) bool {
 	if old == h.Spec.BMC.Address || h.Status.Claim != nil {
 		return false
 	}
-	r.Pool.Forget(old)
+	r.BMCs.Forget(old)
 	h.Status.State = infrav1.HostStateRegistering
 	h.Status.RegisteredAddress, h.Status.PowerState, h.Status.Inventory = "", "", nil
 	conditions.Delete(h, infrav1.InspectedCondition)
@@ -338,7 +339,7 @@ func (r *Reconciler) reconcileDelete(h *infrav1.RedfishHost) (ctrl.Result, error
 			Message: fmt.Sprintf("Deletion waits: claimed by %s %s; delete that machine first", c.Consumer.Kind, c.Consumer.Name)})
 		return ctrl.Result{}, nil
 	}
-	r.Pool.Forget(h.Spec.BMC.Address)
+	r.BMCs.Forget(h.Spec.BMC.Address)
 	controllerutil.RemoveFinalizer(h, Finalizer)
 	return ctrl.Result{}, nil
 }
@@ -374,7 +375,7 @@ func (r *Reconciler) connect(ctx context.Context, s *scope) error {
 		t.CABundle = ca.Data["ca.crt"]
 	}
 	// The power state read is the reachability check, and the only one a handler needs this round.
-	c, err := r.Pool.Get(ctx, t)
+	c, err := r.BMCs.Get(ctx, t)
 	var ps bmc.PowerState
 	if err == nil {
 		ps, err = c.PowerState(ctx)

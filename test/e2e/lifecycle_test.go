@@ -109,7 +109,9 @@ var _ = Describe("Claim race", Label("claim-race"), func() {
 	It("never binds a host to two Machines when two MachineDeployments scale up at once against a smaller pool", func() {
 		// The hosts start cordoned, so that every Machine is waiting when they are offered at once:
 		// six Machines then pick from four hosts in the same cached view.
-		b := newBed("race", 4, func(_ int, h *infrav1.RedfishHost) { h.Spec.Cordon = &infrav1.Cordon{Reason: "racked, not offered yet"} })
+		b := newBed("race", 4, func(_ int, h *infrav1.RedfishHost) {
+			h.Spec.Cordon = &infrav1.Cordon{Reason: "racked, not offered yet"}
+		})
 		b.waitHostsAvailable(4)
 		b.createCluster("race")
 

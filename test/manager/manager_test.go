@@ -369,7 +369,7 @@ func admissionReview(t *testing.T, port string, h *infrav1.RedfishHost) *admissi
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test's self-signed webhook certificate.
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}                         //nolint:gosec // the test's self-signed webhook certificate.
 	resp, err := c.Post("https://127.0.0.1:"+port+"/validate-infrastructure-cluster-x-k8s-io-v1alpha1-redfishhost", "application/json", bytes.NewReader(in)) //nolint:noctx // test
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,342 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/bmc"
+	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
+)
+
+// fakeBMC is a BMC whose answers a test sets; it records every call but PowerState (which each
+// reconcile makes to check the BMC).
+type fakeBMC struct {
+	power      bmc.PowerState
+	errs       map[string]error // by method name
+	eraseJobs  []bmc.EraseJob
+	tasks      map[string]*bmc.Task
+	inProgress int
+	calls      []string
+}
+
+func (f *fakeBMC) call(method, arg string) error {
+	if arg != "" {
+		method += "(" + arg + ")"
+	}
+	f.calls = append(f.calls, method)
+	return f.errs[strings.SplitN(method, "(", 2)[0]]
+}
+
+func (f *fakeBMC) PowerState(context.Context) (bmc.PowerState, error) { return f.power, nil }
+func (f *fakeBMC) Reset(_ context.Context, t bmc.ResetType) error     { return f.call("Reset", string(t)) }
+func (f *fakeBMC) Inventory(context.Context) (*infrav1.Inventory, error) {
+	return &infrav1.Inventory{Manufacturer: "Sim", CPUCores: 8}, f.call("Inventory", "")
+}
+func (f *fakeBMC) SetBootOverride(_ context.Context, o bmc.BootOverride) error {
+	return f.call("SetBootOverride", string(o.Target))
+}
+func (f *fakeBMC) InsertMedia(_ context.Context, image, seed string) error {
+	return f.call("InsertMedia", lastPart(image)+","+lastPart(seed))
+}
+func (f *fakeBMC) EjectMedia(_ context.Context, match string) error {
+	return f.call("EjectMedia", match)
+}
+func (f *fakeBMC) EraseDrives(context.Context) ([]bmc.EraseJob, error) {
+	return f.eraseJobs, f.call("EraseDrives", "")
+}
+func (f *fakeBMC) ErasesInProgress(context.Context, []string) (int, error) {
+	return f.inProgress, f.call("ErasesInProgress", "")
+}
+func (f *fakeBMC) TaskStatus(_ context.Context, uri string) (*bmc.Task, error) {
+	return f.tasks[uri], f.call("TaskStatus", uri)
+}
+
+func lastPart(url string) string { return url[strings.LastIndex(url, "/")+1:] }
+
+type fakeBMCs struct {
+	bmc *fakeBMC
+	err error
+}
+
+func (f fakeBMCs) Get(context.Context, bmc.Target) (BMC, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return f.bmc, nil
+}
+func (fakeBMCs) Forget(string) {}
+
+func claimOf(state infrav1.HostState, mutate ...func(*infrav1.HostClaim)) func(*infrav1.RedfishHost) {
+	return func(h *infrav1.RedfishHost) {
+		h.Status.State = state
+		h.Status.Claim = &infrav1.HostClaim{
+			Consumer: infrav1.ObjectRef{APIGroup: infrav1.GroupVersion.Group, Kind: "RedfishMachine", Namespace: "ns", Name: "m1"}, ConsumerUID: "uid-m1",
+			Owner:                 &infrav1.ObjectRef{APIGroup: clusterv1.GroupVersion.Group, Kind: "MachineDeployment", Namespace: "ns", Name: "workers"},
+			AutomatedCleaningMode: infrav1.CleaningModeMetadata, BootMethod: infrav1.BootMethodVirtualMedia,
+		}
+		for _, m := range mutate {
+			m(h.Status.Claim)
+		}
+	}
+}
+
+// TestHostStateMachine runs one reconcile of a host in each state against a fake BMC and checks
+// the state it moves to, what it asked of the BMC, and the condition a user reads.
+func TestHostStateMachine(t *testing.T) {
+	const (
+		poll, retry, check = 2 * time.Second, 30 * time.Second, time.Minute
+	)
+	booted := func(h *infrav1.RedfishHost) { now := metav1.Now(); h.Status.BootIssuedAt = &now }
+	erasing := func(tasks ...string) func(*infrav1.RedfishHost) {
+		return func(h *infrav1.RedfishHost) {
+			h.Status.Erase = &infrav1.EraseStatus{StartedAt: metav1.Now(), Drives: []string{"/d/1", "/d/2"}, Tasks: tasks}
+		}
+	}
+	type want struct {
+		state     infrav1.HostState
+		calls     []string // BMC calls in order (PowerState excluded)
+		condition string   // "Type=Status/Reason" that must hold, or "" for none
+		requeue   time.Duration
+		check     func(t *testing.T, h *infrav1.RedfishHost)
+	}
+	for _, tc := range []struct {
+		name   string
+		host   []func(*infrav1.RedfishHost)
+		bmc    fakeBMC
+		getErr error
+		want   want
+	}{
+		{name: "registering: the BMC answers, the host is inspected next",
+			bmc: fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateInspecting, condition: "BMCReachable=True/Ready", check: func(t *testing.T, h *infrav1.RedfishHost) {
+				if h.Status.RegisteredAddress != h.Spec.BMC.Address {
+					t.Errorf("registeredAddress %q", h.Status.RegisteredAddress)
+				}
+			}}},
+		{name: "registering: credentials refused, retried later",
+			getErr: bmc.ErrAuth,
+			want:   want{state: infrav1.HostStateRegistering, condition: "BMCReachable=False/AuthenticationFailed", requeue: retry}},
+		{name: "registering: the connection is still being made, polled soon without a verdict",
+			getErr: bmc.ErrConnecting,
+			want:   want{state: infrav1.HostStateRegistering, requeue: poll, check: noCondition(infrav1.BMCReachableCondition)}},
+		{name: "an address that cannot work: Error until the spec changes",
+			host: []func(*infrav1.RedfishHost){func(h *infrav1.RedfishHost) { h.Spec.BMC.Address = "ftp://10.0.0.1" }},
+			want: want{state: infrav1.HostStateError, condition: "BMCReachable=False/InvalidAddress"}},
+		{name: "inspecting a powered-off server: inventory read, offered",
+			host: []func(*infrav1.RedfishHost){func(h *infrav1.RedfishHost) { h.Status.State = infrav1.HostStateInspecting }},
+			bmc:  fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateAvailable, calls: []string{"Inventory"}, condition: "Inspected=True/Inspected"}},
+		{name: "inspecting a running server no machine names: held back for its machine to come back",
+			host: []func(*infrav1.RedfishHost){func(h *infrav1.RedfishHost) { h.Status.State = infrav1.HostStateInspecting }},
+			bmc:  fakeBMC{power: bmc.PowerOn},
+			want: want{state: infrav1.HostStateInspecting, calls: []string{"Inventory"}, requeue: poll, check: func(t *testing.T, h *infrav1.RedfishHost) {
+				if h.Status.RestoreWaitSince == nil {
+					t.Error("restoreWaitSince not recorded")
+				}
+			}}},
+		{name: "available and claimed: provisioning starts",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateAvailable)},
+			want: want{state: infrav1.HostStateProvisioning}},
+		{name: "available, online wanted and off: powered on",
+			host: []func(*infrav1.RedfishHost){func(h *infrav1.RedfishHost) {
+				h.Status.State = infrav1.HostStateAvailable
+				h.Spec.Online = new(bool)
+				*h.Spec.Online = true
+			}},
+			bmc:  fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateAvailable, calls: []string{"Reset(On)"}}},
+		{name: "provisioning a running server: forced off first",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning)},
+			bmc:  fakeBMC{power: bmc.PowerOn},
+			want: want{state: infrav1.HostStateProvisioning, calls: []string{"Reset(ForceOff)"}, requeue: poll}},
+		{name: "provisioning by virtual media: image and seed volume inserted, boot recorded before the power-on",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning)},
+			bmc:  fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateProvisioning, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd)"}, condition: "BootPrepared=True/Ready",
+				check: func(t *testing.T, h *infrav1.RedfishHost) {
+					if h.Status.BootIssuedAt == nil {
+						t.Error("bootIssuedAt not recorded")
+					}
+				}}},
+		{name: "provisioning by virtual media on a single-slot BMC: a condition naming PXE and UefiHttp, no boot",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning)},
+			bmc:  fakeBMC{power: bmc.PowerOff, errs: map[string]error{"InsertMedia": bmc.ErrNoSeedSlot}},
+			want: want{state: infrav1.HostStateProvisioning, calls: []string{"InsertMedia(image,cidata.iso)"}, condition: "BootPrepared=False/NoSeedMediaSlot", requeue: retry,
+				check: func(t *testing.T, h *infrav1.RedfishHost) {
+					if h.Status.BootIssuedAt != nil {
+						t.Error("a boot was recorded")
+					}
+					if m := conditions.Get(h, infrav1.BootPreparedCondition).Message; !strings.Contains(m, "PXE") || !strings.Contains(m, "UefiHttp") {
+						t.Errorf("the condition does not name the alternatives: %s", m)
+					}
+				}}},
+		{name: "provisioning by PXE: one-time network boot, no media",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning, func(c *infrav1.HostClaim) { c.BootMethod = infrav1.BootMethodPXE })},
+			bmc:  fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateProvisioning, calls: []string{"SetBootOverride(Pxe)"}}},
+		{name: "boot recorded, server off: the one power-on",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning), booted},
+			bmc:  fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateProvisioning, calls: []string{"Reset(On)"}, requeue: poll}},
+		{name: "boot recorded, server on (the power-on's answer was lost): nothing sent again",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning), booted},
+			bmc:  fakeBMC{power: bmc.PowerOn},
+			want: want{state: infrav1.HostStateProvisioning, requeue: check}},
+		{name: "provisioned with a Hard reboot request: forced off",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned = true }), func(h *infrav1.RedfishHost) {
+				h.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "maintenance/bios", Mode: infrav1.RebootModeHard}}
+			}},
+			bmc:  fakeBMC{power: bmc.PowerOn},
+			want: want{state: infrav1.HostStateProvisioned, calls: []string{"Reset(ForceOff)"}, requeue: poll}},
+		{name: "provisioned, claim released: deprovisioning",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Release = true })},
+			want: want{state: infrav1.HostStateDeprovisioning}},
+		{name: "deprovisioning, off: the claim's media ejected, cleaning next",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateDeprovisioning, func(c *infrav1.HostClaim) { c.Release = true }), booted},
+			bmc:  fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateCleaning, calls: []string{"EjectMedia(/v1/ns/m1/)"}, check: func(t *testing.T, h *infrav1.RedfishHost) {
+				if h.Status.BootIssuedAt != nil {
+					t.Error("bootIssuedAt kept")
+				}
+			}}},
+		{name: "deprovisioning without cleaning, nodeReuse: back in the pool, reserved for the owner",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateDeprovisioning, func(c *infrav1.HostClaim) {
+				c.Release, c.NodeReuse, c.AutomatedCleaningMode = true, true, infrav1.CleaningModeDisabled
+			})},
+			bmc: fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateAvailable, calls: []string{"EjectMedia(/v1/ns/m1/)"}, check: func(t *testing.T, h *infrav1.RedfishHost) {
+				if h.Status.Claim != nil || h.Status.ReservedFor == nil || h.Status.ReservedFor.Name != "workers" {
+					t.Errorf("claim %v, reservedFor %v", h.Status.Claim, h.Status.ReservedFor)
+				}
+			}}},
+		{name: "cleaning a server with nothing Redfish can erase: kept out of the pool, saying so",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateCleaning, func(c *infrav1.HostClaim) { c.Release = true })},
+			bmc:  fakeBMC{power: bmc.PowerOff, errs: map[string]error{"EraseDrives": bmc.ErrNothingToErase}},
+			want: want{state: infrav1.HostStateCleaning, calls: []string{"EraseDrives"}, condition: "Cleaned=False/NothingToErase", requeue: retry}},
+		{name: "cleaning starts the erases and records their tasks",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateCleaning, func(c *infrav1.HostClaim) { c.Release = true })},
+			bmc:  fakeBMC{power: bmc.PowerOff, eraseJobs: []bmc.EraseJob{{Drive: "/d/1", TaskURI: "/t/1"}, {Drive: "/d/2"}}},
+			want: want{state: infrav1.HostStateCleaning, calls: []string{"EraseDrives"}, condition: "Cleaned=False/Erasing", requeue: poll,
+				check: func(t *testing.T, h *infrav1.RedfishHost) {
+					if e := h.Status.Erase; e == nil || !slices.Equal(e.Drives, []string{"/d/1", "/d/2"}) || !slices.Equal(e.Tasks, []string{"/t/1"}) {
+						t.Errorf("erase status %+v", e)
+					}
+				}}},
+		{name: "cleaning waits for an erase still running",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateCleaning, func(c *infrav1.HostClaim) { c.Release = true }), erasing("/t/1")},
+			bmc:  fakeBMC{power: bmc.PowerOff, tasks: map[string]*bmc.Task{"/t/1": {State: "Running"}}},
+			want: want{state: infrav1.HostStateCleaning, calls: []string{"TaskStatus(/t/1)"}, condition: "Cleaned=False/Erasing", requeue: poll}},
+		{name: "a failed erase starts over",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateCleaning, func(c *infrav1.HostClaim) { c.Release = true }), erasing("/t/1")},
+			bmc:  fakeBMC{power: bmc.PowerOff, tasks: map[string]*bmc.Task{"/t/1": {State: "Exception", Done: true, Failed: true}}},
+			want: want{state: infrav1.HostStateCleaning, calls: []string{"TaskStatus(/t/1)"}, condition: "Cleaned=False/EraseFailed", requeue: retry,
+				check: func(t *testing.T, h *infrav1.RedfishHost) {
+					if h.Status.Erase != nil {
+						t.Error("the failed erase is kept: it would never be started again")
+					}
+				}}},
+		{name: "tasks done but a drive still erasing: not released",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateCleaning, func(c *infrav1.HostClaim) { c.Release = true }), erasing("/t/1")},
+			bmc:  fakeBMC{power: bmc.PowerOff, tasks: map[string]*bmc.Task{"/t/1": {State: "Completed", Done: true}}, inProgress: 1},
+			want: want{state: infrav1.HostStateCleaning, calls: []string{"TaskStatus(/t/1)", "ErasesInProgress"}, condition: "Cleaned=False/Erasing", requeue: poll}},
+		{name: "every erase done and verified: released",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateCleaning, func(c *infrav1.HostClaim) { c.Release = true }), erasing("/t/1")},
+			bmc:  fakeBMC{power: bmc.PowerOff, tasks: map[string]*bmc.Task{"/t/1": {State: "Completed", Done: true}}},
+			want: want{state: infrav1.HostStateAvailable, calls: []string{"TaskStatus(/t/1)", "ErasesInProgress"}, condition: "Cleaned=True/Erased",
+				check: func(t *testing.T, h *infrav1.RedfishHost) {
+					if h.Status.Claim != nil || h.Status.Erase != nil {
+						t.Errorf("claim %v, erase %v", h.Status.Claim, h.Status.Erase)
+					}
+				}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &infrav1.RedfishHost{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", Finalizers: []string{Finalizer}},
+				Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
+			}
+			for _, m := range tc.host {
+				m(h)
+			}
+			if h.Status.State != "" && h.Status.State != infrav1.HostStateRegistering {
+				h.Status.RegisteredAddress = h.Spec.BMC.Address
+			}
+			c := newFakeClient(t, h)
+			f := tc.bmc
+			r := &Reconciler{Client: c, APIReader: c, BMCs: fakeBMCs{bmc: &f, err: tc.getErr}, SeedBaseURL: "http://seed.example",
+				PollInterval: poll, RetryInterval: retry, CheckInterval: check, OrphanGracePeriod: 2 * time.Minute, RestoreGracePeriod: 2 * time.Minute}
+			req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
+			// The first reconcile of a host only records that it is not paused.
+			if _, err := r.Reconcile(context.Background(), req); err != nil || len(f.calls) > 0 {
+				t.Fatalf("recording the Paused condition: %v, BMC calls %v", err, f.calls)
+			}
+			res, err := r.Reconcile(context.Background(), req)
+			if err != nil {
+				t.Fatalf("reconcile: %v", err)
+			}
+			got := &infrav1.RedfishHost{}
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(h), got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.State != tc.want.state {
+				t.Errorf("state %q, want %q", got.Status.State, tc.want.state)
+			}
+			if !slices.Equal(f.calls, tc.want.calls) {
+				t.Errorf("BMC calls %v, want %v", f.calls, tc.want.calls)
+			}
+			if tc.want.condition != "" {
+				typ, rest, _ := strings.Cut(tc.want.condition, "=")
+				cond := conditions.Get(got, typ)
+				if cond == nil || fmt.Sprintf("%s/%s", cond.Status, cond.Reason) != rest {
+					t.Errorf("condition %s = %v, want %s", typ, cond, rest)
+				}
+			}
+			if tc.want.requeue != 0 && res.RequeueAfter != tc.want.requeue {
+				t.Errorf("requeue after %s, want %s", res.RequeueAfter, tc.want.requeue)
+			}
+			if tc.want.check != nil {
+				tc.want.check(t, got)
+			}
+		})
+	}
+}
+
+func noCondition(typ string) func(*testing.T, *infrav1.RedfishHost) {
+	return func(t *testing.T, h *infrav1.RedfishHost) {
+		if c := conditions.Get(h, typ); c != nil {
+			t.Errorf("condition %s set: %v", typ, c)
+		}
+	}
+}
+
+// newFakeClient holds h, its credentials, the claim's RedfishMachine and seed Secret.
+func newFakeClient(t *testing.T, h *infrav1.RedfishHost) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, infrav1.AddToScheme, clusterv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	objs := []client.Object{h,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "creds"}, Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw")}},
+		&infrav1.RedfishMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m1", UID: "uid-m1"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: seed.SecretName("m1")}, Data: map[string][]byte{seed.KeyToken: []byte("tok")}},
+		&clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers"}},
+	}
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&infrav1.RedfishHost{}).Build()
+}
