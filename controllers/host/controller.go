@@ -31,9 +31,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
+	"github.com/caprf/cluster-api-provider-redfish/internal/claim"
 	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
 )
 
@@ -95,12 +98,46 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if r.RestoreGracePeriod == 0 {
 		r.RestoreGracePeriod = 2 * time.Minute
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.RedfishMachine{}, ProviderIDHostIndex, indexProviderIDHost); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&infrav1.RedfishHost{}).
 		Named("redfishhost").
 		WithOptions(opts).
 		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilterValue)).
+		// A machine that appears (recreated by clusterctl move or a restore) or changes wakes the
+		// host its providerID names, and the host its claim is on.
+		Watches(&infrav1.RedfishMachine{}, handler.EnqueueRequestsFromMapFunc(machineToHosts)).
 		Complete(r)
+}
+
+// ProviderIDHostIndex indexes RedfishMachines by the host their spec.providerID names.
+const ProviderIDHostIndex = "caprf.spec.providerID.host"
+
+func indexProviderIDHost(o client.Object) []string {
+	rm, ok := o.(*infrav1.RedfishMachine)
+	if !ok {
+		return nil
+	}
+	if h := claim.HostOf(rm.Spec.ProviderID, rm.Namespace); h != "" {
+		return []string{h}
+	}
+	return nil
+}
+
+func machineToHosts(_ context.Context, o client.Object) []reconcile.Request {
+	rm, ok := o.(*infrav1.RedfishMachine)
+	if !ok {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, h := range []string{claim.HostOf(rm.Spec.ProviderID, rm.Namespace), rm.Status.HostRef} {
+		if h != "" && (len(out) == 0 || out[0].Name != h) {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: rm.Namespace, Name: h}})
+		}
+	}
+	return out
 }
 
 // scope is everything one reconcile of a host works with.
@@ -262,6 +299,16 @@ func (r *Reconciler) releaseOrphanedClaim(ctx context.Context, h *infrav1.Redfis
 	// any lag of the cache.
 	consumer := &infrav1.RedfishMachine{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: c.Consumer.Namespace, Name: c.Consumer.Name}, consumer)
+	if err == nil && string(consumer.UID) != c.ConsumerUID {
+		if c.ConsumerUID == "" || claim.HostOf(consumer.Spec.ProviderID, h.Namespace) == h.Name {
+			// The same machine, recreated with a new UID (clusterctl move, a restore): it
+			// adopts the claim, and the host keeps running it.
+			c.ConsumerUID = string(consumer.UID)
+			r.event(h, infrav1.ClaimRestoredReason, "Claim", "RedfishMachine %s was recreated: its claim is kept", consumer.Name)
+		} else {
+			err = apierrors.NewNotFound(infrav1.GroupVersion.WithResource("redfishmachines").GroupResource(), c.Consumer.Name) // another machine under the same name: the consumer is gone
+		}
+	}
 	switch {
 	case err == nil:
 		c.ConsumerMissingSince = nil

@@ -21,10 +21,10 @@ import (
 	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
 )
 
-type handler func(context.Context, *scope) (ctrl.Result, error)
+type stateHandler func(context.Context, *scope) (ctrl.Result, error)
 
-func (r *Reconciler) handlers() map[infrav1.HostState]handler {
-	return map[infrav1.HostState]handler{
+func (r *Reconciler) handlers() map[infrav1.HostState]stateHandler {
+	return map[infrav1.HostState]stateHandler{
 		infrav1.HostStateRegistering:    r.register,
 		infrav1.HostStateError:          r.register,
 		infrav1.HostStateInspecting:     r.inspect,
@@ -79,7 +79,7 @@ func (r *Reconciler) inspect(ctx context.Context, s *scope) (ctrl.Result, error)
 		conditions.Set(h, metav1.Condition{Type: infrav1.InspectedCondition, Status: metav1.ConditionTrue, Reason: "Inspected"})
 		r.event(h, "Inspected", "Inspect", "%s %s, %d cores, %d MiB, %d NICs, %d drives", inv.Manufacturer, inv.Model, inv.CPUCores, inv.MemoryMiB, len(inv.NICs), len(inv.Drives))
 	}
-	restored, err := r.restoreClaim(ctx, h)
+	restored, err := r.restoreClaim(ctx, h, true)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -118,15 +118,24 @@ func (r *Reconciler) holdForRestore(h *infrav1.RedfishHost, power bmc.PowerState
 // restoreClaim rebuilds the claim of a host that lost its status while a machine still runs on it
 // (`clusterctl move` and restored backups recreate objects without status): a RedfishMachine whose
 // spec.providerID names this host is its consumer. The host goes straight to Provisioned, so it
-// is neither offered to other machines nor booted again. True when a claim was restored.
-func (r *Reconciler) restoreClaim(ctx context.Context, h *infrav1.RedfishHost) (bool, error) {
+// is neither offered to other machines nor booted again. True when a claim was restored. The host
+// controller is the only writer of restored claims; the machine waits for it.
+//
+// Inspection reads the machines from the API server (a machine the cache has not seen yet would
+// leave a running host to be offered, and powered off by another claim); an Available host reads
+// the cache, through the providerID index, and is woken by the machine's appearance.
+func (r *Reconciler) restoreClaim(ctx context.Context, h *infrav1.RedfishHost, fromAPIServer bool) (bool, error) {
 	if h.Status.Claim != nil {
 		return false, nil
 	}
-	// From the API server: a machine the cache has not seen yet would leave a running host to be
-	// offered (and powered off by another claim).
 	rms := &infrav1.RedfishMachineList{}
-	if err := r.APIReader.List(ctx, rms, client.InNamespace(h.Namespace)); err != nil {
+	var err error
+	if fromAPIServer {
+		err = r.APIReader.List(ctx, rms, client.InNamespace(h.Namespace))
+	} else {
+		err = r.Client.List(ctx, rms, client.InNamespace(h.Namespace), client.MatchingFields{ProviderIDHostIndex: h.Name})
+	}
+	if err != nil {
 		return false, err
 	}
 	for i := range rms.Items {
@@ -171,6 +180,9 @@ func (r *Reconciler) available(ctx context.Context, s *scope) (ctrl.Result, erro
 		conditions.Delete(h, infrav1.CleanedCondition) // of the previous release
 		r.event(h, "Claimed", "Claim", "claimed by %s %s", c.Consumer.Kind, c.Consumer.Name)
 		return ctrl.Result{}, nil // the status change wakes the next state
+	}
+	if restored, err := r.restoreClaim(ctx, h, false); err != nil || restored {
+		return ctrl.Result{}, err // the status change wakes the next state
 	}
 	r.dropStaleReservation(ctx, h)
 	if res, ok := r.connectOrWait(ctx, s); !ok {

@@ -117,6 +117,7 @@ func TestHostStateMachine(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		host   []func(*infrav1.RedfishHost)
+		rm     func(*infrav1.RedfishMachine) // the claim's consumer m1
 		bmc    fakeBMC
 		getErr error
 		want   want
@@ -203,6 +204,34 @@ func TestHostStateMachine(t *testing.T) {
 			}},
 			bmc:  fakeBMC{power: bmc.PowerOn},
 			want: want{state: infrav1.HostStateProvisioned, calls: []string{"Reset(ForceOff)"}, requeue: poll}},
+		{name: "provisioned, its machine recreated (new UID, providerID naming the host): the claim passes to it",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned, c.ConsumerUID = true, "uid-old" })},
+			rm:   func(rm *infrav1.RedfishMachine) { rm.Spec.ProviderID = "redfish://ns/h1/m1" },
+			bmc:  fakeBMC{power: bmc.PowerOn},
+			want: want{state: infrav1.HostStateProvisioned, check: func(t *testing.T, h *infrav1.RedfishHost) {
+				if c := h.Status.Claim; c == nil || c.ConsumerUID != "uid-m1" || c.ConsumerMissingSince != nil {
+					t.Errorf("claim %+v, want it adopted by uid-m1", c)
+				}
+			}}},
+		{name: "provisioned, another machine under its machine's name: the consumer counts as gone",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned, c.ConsumerUID = true, "uid-old" })},
+			bmc:  fakeBMC{power: bmc.PowerOn},
+			want: want{state: infrav1.HostStateProvisioned, requeue: 2 * time.Minute, check: func(t *testing.T, h *infrav1.RedfishHost) {
+				if c := h.Status.Claim; c == nil || c.ConsumerUID != "uid-old" || c.ConsumerMissingSince == nil {
+					t.Errorf("claim %+v, want the consumer missing since now", c)
+				}
+			}}},
+		{name: "available, a machine's providerID names it: the claim restored, provisioned without a boot",
+			host: []func(*infrav1.RedfishHost){func(h *infrav1.RedfishHost) { h.Status.State = infrav1.HostStateAvailable }},
+			rm: func(rm *infrav1.RedfishMachine) {
+				rm.Spec.ProviderID = "redfish://ns/h1/m1"
+				rm.OwnerReferences = []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "m1", UID: "uid-machine"}}
+			},
+			want: want{state: infrav1.HostStateProvisioned, check: func(t *testing.T, h *infrav1.RedfishHost) {
+				if c := h.Status.Claim; c == nil || c.ConsumerUID != "uid-m1" || !c.Provisioned {
+					t.Errorf("claim %+v, want restored for uid-m1 and provisioned", c)
+				}
+			}}},
 		{name: "provisioned, claim released: deprovisioning",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Release = true })},
 			want: want{state: infrav1.HostStateDeprovisioning}},
@@ -275,7 +304,7 @@ func TestHostStateMachine(t *testing.T) {
 			if h.Status.State != "" && h.Status.State != infrav1.HostStateRegistering {
 				h.Status.RegisteredAddress = h.Spec.BMC.Address
 			}
-			c := newFakeClient(t, h)
+			c := newFakeClient(t, h, tc.rm)
 			f := tc.bmc
 			r := &Reconciler{Client: c, APIReader: c, BMCs: fakeBMCs{bmc: &f, err: tc.getErr}, SeedBaseURL: "http://seed.example",
 				PollInterval: poll, RetryInterval: retry, CheckInterval: check, OrphanGracePeriod: 2 * time.Minute, RestoreGracePeriod: 2 * time.Minute}
@@ -324,7 +353,7 @@ func noCondition(typ string) func(*testing.T, *infrav1.RedfishHost) {
 }
 
 // newFakeClient holds h, its credentials, the claim's RedfishMachine and seed Secret.
-func newFakeClient(t *testing.T, h *infrav1.RedfishHost) client.Client {
+func newFakeClient(t *testing.T, h *infrav1.RedfishHost, mutateRM func(*infrav1.RedfishMachine)) client.Client {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, infrav1.AddToScheme, clusterv1.AddToScheme} {
@@ -332,11 +361,17 @@ func newFakeClient(t *testing.T, h *infrav1.RedfishHost) client.Client {
 			t.Fatal(err)
 		}
 	}
-	objs := []client.Object{h,
+	rm := &infrav1.RedfishMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m1", UID: "uid-m1"}}
+	if mutateRM != nil {
+		mutateRM(rm)
+	}
+	objs := []client.Object{h, rm,
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "creds"}, Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw")}},
-		&infrav1.RedfishMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m1", UID: "uid-m1"}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: seed.SecretName("m1")}, Data: map[string][]byte{seed.KeyToken: []byte("tok")}},
 		&clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers"}},
+		&clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m1", UID: "uid-machine", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}}},
+		&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1"}},
 	}
-	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&infrav1.RedfishHost{}).Build()
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&infrav1.RedfishHost{}).
+		WithIndex(&infrav1.RedfishMachine{}, ProviderIDHostIndex, indexProviderIDHost).Build()
 }

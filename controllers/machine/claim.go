@@ -48,7 +48,7 @@ func (r *Reconciler) claimHost(ctx context.Context, s *scope) (ctrl.Result, erro
 	}
 
 	if host := claim.HostOf(rm.Spec.ProviderID, rm.Namespace); host != "" {
-		return r.reclaim(ctx, s, hosts.Items, host)
+		return r.reclaim(s, hosts.Items, host)
 	}
 
 	owner := claim.Owner(s.machine, s.cluster)
@@ -86,56 +86,31 @@ func (r *Reconciler) claimHost(ctx context.Context, s *scope) (ctrl.Result, erro
 	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 }
 
-// reclaim takes back the host this machine ran on, named by its providerID, when the host's
-// status no longer holds the claim: `clusterctl move` and restored backups recreate objects
-// without status (and with new UIDs). The machine never takes another host instead. The claim is
-// restored as provisioned, so the host is not booted again.
-func (r *Reconciler) reclaim(ctx context.Context, s *scope, hosts []infrav1.RedfishHost, name string) (ctrl.Result, error) {
-	rm := s.rm
-	wait := func(format string, args ...any) (ctrl.Result, error) {
-		msg := fmt.Sprintf(format, args...)
-		conditions.Set(rm, metav1.Condition{Type: infrav1.HostClaimedCondition, Status: metav1.ConditionFalse, Reason: infrav1.WaitingForHostRestoreReason, Message: msg})
-		setNotReady(rm, infrav1.WaitingForHostRestoreReason, msg)
-		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
-	}
+// reclaim waits for the host this machine ran on, named by its providerID, to restore the claim:
+// `clusterctl move` and restored backups recreate objects without status (and with new UIDs).
+// The host controller alone restores claims (see its restoreClaim and releaseOrphanedClaim); the
+// machine never takes another host instead.
+func (r *Reconciler) reclaim(s *scope, hosts []infrav1.RedfishHost, name string) (ctrl.Result, error) {
 	var h *infrav1.RedfishHost
 	for i := range hosts {
 		if hosts[i].Name == name {
 			h = &hosts[i]
 		}
 	}
+	var msg string
 	switch {
 	case h == nil:
-		return wait("Host %s (from spec.providerID) does not exist", name)
-	case h.Status.Claim != nil && h.Status.Claim.Consumer.Name == rm.Name && !h.Status.Claim.Release:
-		// The host kept (or already restored) this machine's claim under the machine's old UID:
-		// the same machine, recreated. Adopt the claim.
+		msg = fmt.Sprintf("Host %s (from spec.providerID) does not exist", name)
+	case h.Status.Claim != nil && h.Status.Claim.Consumer.Name == s.rm.Name && !h.Status.Claim.Release:
+		msg = fmt.Sprintf("Host %s (from spec.providerID) holds this machine's claim from before it was recreated; the host adopts it", name)
 	case h.Status.Claim != nil:
-		return wait("Host %s (from spec.providerID) is claimed by %s %s", name, h.Status.Claim.Consumer.Kind, h.Status.Claim.Consumer.Name)
-	case h.Status.State != infrav1.HostStateAvailable:
-		return wait("Host %s (from spec.providerID) is %s; its claim is restored once it is registered", name, stateName(h))
+		msg = fmt.Sprintf("Host %s (from spec.providerID) is claimed by %s %s", name, h.Status.Claim.Consumer.Kind, h.Status.Claim.Consumer.Name)
+	default:
+		msg = fmt.Sprintf("Host %s (from spec.providerID) is %s; it restores the claim", name, stateName(h))
 	}
-	restored := h.DeepCopy()
-	if c := restored.Status.Claim; c != nil {
-		c.ConsumerUID = string(rm.UID)
-	} else {
-		restored.Status.Claim = claim.For(rm, claim.Owner(s.machine, s.cluster))
-		restored.Status.Claim.Provisioned = true
-		restored.Status.ReservedFor = nil
-	}
-	if err := r.Client.Status().Update(ctx, restored); err != nil {
-		if apierrors.IsConflict(err) {
-			return ctrl.Result{RequeueAfter: r.PollInterval / 4}, nil
-		}
-		return ctrl.Result{}, err
-	}
-	s.host = restored
-	rm.Status.HostRef = name
-	conditions.Set(rm, metav1.Condition{Type: infrav1.HostClaimedCondition, Status: metav1.ConditionTrue, Reason: infrav1.ClaimRestoredReason, Message: "Host " + name + " (restored from spec.providerID)"})
-	if r.Recorder != nil {
-		r.Recorder.Eventf(rm, restored, corev1.EventTypeNormal, infrav1.ClaimRestoredReason, "Claim", "restored the claim on host %s from spec.providerID", name)
-	}
-	return ctrl.Result{}, nil
+	conditions.Set(s.rm, metav1.Condition{Type: infrav1.HostClaimedCondition, Status: metav1.ConditionFalse, Reason: infrav1.WaitingForHostRestoreReason, Message: msg})
+	setNotReady(s.rm, infrav1.WaitingForHostRestoreReason, msg)
+	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 }
 
 func stateName(h *infrav1.RedfishHost) string {
