@@ -14,7 +14,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/caprf/cluster-api-provider-redfish/internal/demo"
+	"github.com/caprf/cluster-api-provider-redfish/internal/dev/demo"
 )
 
 func main() {

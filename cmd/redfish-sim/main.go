@@ -1,6 +1,6 @@
 // Command redfish-sim runs a fleet of simulated Redfish BMCs on loopback, each a real HTTP(S)
 // Redfish service, and prints their addresses or RedfishHost manifests, or registers them in a
-// cluster and runs their simulated OS (see internal/simcli and the README):
+// cluster and runs their simulated OS (see internal/dev/simcli and the README):
 //
 //	go run ./cmd/redfish-sim --servers 50 --manifests > hosts.yaml
 //	go run ./cmd/redfish-sim --kubeconfig ~/.cache/caprf/dev/kubeconfig --servers 2
@@ -12,7 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/caprf/cluster-api-provider-redfish/internal/simcli"
+	"github.com/caprf/cluster-api-provider-redfish/internal/dev/simcli"
 )
 
 func main() {

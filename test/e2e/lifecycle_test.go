@@ -16,7 +16,7 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
-	"github.com/caprf/cluster-api-provider-redfish/internal/testenv"
+	"github.com/caprf/cluster-api-provider-redfish/internal/dev/testenv"
 )
 
 var _ = Describe("Node reuse", Label("node-reuse"), func() {

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
-	"github.com/caprf/cluster-api-provider-redfish/internal/sample"
+	"github.com/caprf/cluster-api-provider-redfish/internal/dev/sample"
 	"github.com/caprf/cluster-api-provider-redfish/simulator"
 )
 

@@ -22,7 +22,7 @@ import (
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
 	"github.com/caprf/cluster-api-provider-redfish/controllers"
 	"github.com/caprf/cluster-api-provider-redfish/internal/provider"
-	"github.com/caprf/cluster-api-provider-redfish/internal/testenv"
+	"github.com/caprf/cluster-api-provider-redfish/internal/dev/testenv"
 )
 
 // bmcCheckInterval is how often settled hosts re-read their BMC in these scenarios.

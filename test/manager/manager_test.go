@@ -48,10 +48,10 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/release"
-	"github.com/caprf/cluster-api-provider-redfish/internal/sample"
+	"github.com/caprf/cluster-api-provider-redfish/internal/dev/sample"
 	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
-	"github.com/caprf/cluster-api-provider-redfish/internal/simos"
-	"github.com/caprf/cluster-api-provider-redfish/internal/testenv"
+	"github.com/caprf/cluster-api-provider-redfish/internal/dev/simos"
+	"github.com/caprf/cluster-api-provider-redfish/internal/dev/testenv"
 	"github.com/caprf/cluster-api-provider-redfish/internal/webhooks"
 	"github.com/caprf/cluster-api-provider-redfish/simulator"
 

@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
-	"github.com/caprf/cluster-api-provider-redfish/internal/simcli"
-	"github.com/caprf/cluster-api-provider-redfish/internal/testenv"
+	"github.com/caprf/cluster-api-provider-redfish/internal/dev/simcli"
+	"github.com/caprf/cluster-api-provider-redfish/internal/dev/testenv"
 )
 
 // syncBuffer collects the demo's output; onLine sees every write.

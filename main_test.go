@@ -1,0 +1,23 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The manager binary links none of the development environment: no envtest, no simulated BMCs or
+// OS, no demo.
+func TestManagerLinksNoDevelopmentCode(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	const module = "github.com/caprf/cluster-api-provider-redfish/"
+	for pkg := range strings.Lines(string(out)) {
+		pkg = strings.TrimSpace(pkg)
+		if strings.HasPrefix(pkg, module+"internal/dev/") || strings.HasPrefix(pkg, module+"simulator") {
+			t.Errorf("the manager links %s", pkg)
+		}
+	}
+}
