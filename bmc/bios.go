@@ -1,0 +1,162 @@
+package bmc
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/stmcginnis/gofish/schemas"
+)
+
+func (c *client) bios(ctx context.Context) (*schemas.Bios, error) {
+	sys, err := c.system(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b, err := sys.Bios()
+	if err != nil {
+		return nil, fmt.Errorf("reading BIOS: %w", classify(err))
+	}
+	return b, nil
+}
+
+func (c *client) BIOSAttributes(ctx context.Context) (map[string]any, error) {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	b, err := c.bios(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]any, len(b.Attributes))
+	for k, v := range b.Attributes {
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (c *client) SetBIOSAttributes(ctx context.Context, attrs map[string]any) error {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	b, err := c.bios(ctx)
+	if err != nil {
+		return err
+	}
+	reg, err := c.attributeRegistry(ctx, b.AttributeRegistry)
+	if err != nil {
+		return err
+	}
+	if problems := checkAttributes(reg, b.Attributes, attrs); len(problems) > 0 {
+		return &UnknownAttributesError{Problems: problems}
+	}
+	settings := schemas.SettingsAttributes{}
+	for k, v := range attrs {
+		settings[k] = v
+	}
+	if err := b.UpdateBiosAttributesApplyAt(settings, schemas.OnResetSettingsApplyTime); err != nil {
+		return fmt.Errorf("staging BIOS settings: %w", classify(err))
+	}
+	return nil
+}
+
+// attributeRegistry finds the BIOS attribute registry the BMC publishes under /Registries; nil
+// when it publishes none (then the current attributes are the reference).
+func (c *client) attributeRegistry(ctx context.Context, name string) ([]schemas.Attributes, error) {
+	if name == "" {
+		return nil, nil
+	}
+	files, err := c.with(ctx).Service.Registries()
+	if err != nil {
+		return nil, nil //nolint:nilerr // a BMC without registries: fall back to the current attributes
+	}
+	for _, f := range files {
+		if f.ID != name && !strings.HasPrefix(name, f.Registry) && f.Registry != name {
+			continue
+		}
+		for _, loc := range f.Location {
+			if loc.URI == "" {
+				continue
+			}
+			reg, err := schemas.GetAttributeRegistry(c.with(ctx), loc.URI)
+			if err != nil {
+				return nil, fmt.Errorf("reading attribute registry %s: %w", loc.URI, classify(err))
+			}
+			return reg.RegistryEntries.Attributes, nil
+		}
+	}
+	return nil, nil
+}
+
+// checkAttributes lists what the registry (or, without one, the current attributes) rejects.
+func checkAttributes(reg []schemas.Attributes, current schemas.SettingsAttributes, attrs map[string]any) []string {
+	var problems []string
+	names := make([]string, 0, len(attrs))
+	for k := range attrs {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		v := attrs[name]
+		if reg == nil {
+			if _, ok := current[name]; !ok {
+				problems = append(problems, fmt.Sprintf("%s: unknown attribute", name))
+			}
+			continue
+		}
+		var def *schemas.Attributes
+		for i := range reg {
+			if reg[i].AttributeName == name {
+				def = &reg[i]
+				break
+			}
+		}
+		switch {
+		case def == nil:
+			problems = append(problems, fmt.Sprintf("%s: unknown attribute", name))
+		case def.ReadOnly || def.Immutable:
+			problems = append(problems, fmt.Sprintf("%s: read-only", name))
+		case def.Type == schemas.EnumerationAttributeType:
+			s, _ := v.(string)
+			ok := false
+			allowed := make([]string, 0, len(def.Value))
+			for _, a := range def.Value {
+				allowed = append(allowed, a.ValueName)
+				ok = ok || a.ValueName == s
+			}
+			if !ok {
+				problems = append(problems, fmt.Sprintf("%s: %v is not one of %v", name, v, allowed))
+			}
+		case def.Type == schemas.IntegerAttributeType:
+			n, ok := toInt(v)
+			switch {
+			case !ok:
+				problems = append(problems, fmt.Sprintf("%s: %v is not an integer", name, v))
+			case def.LowerBound != nil && n < int64(*def.LowerBound), def.UpperBound != nil && n > int64(*def.UpperBound):
+				problems = append(problems, fmt.Sprintf("%s: %d is out of range", name, n))
+			}
+		case def.Type == schemas.BooleanAttributeType:
+			if _, ok := v.(bool); !ok {
+				problems = append(problems, fmt.Sprintf("%s: %v is not a boolean", name, v))
+			}
+		case def.Type == schemas.StringAttributeType || def.Type == schemas.PasswordAttributeType:
+			if _, ok := v.(string); !ok {
+				problems = append(problems, fmt.Sprintf("%s: %v is not a string", name, v))
+			}
+		}
+	}
+	return problems
+}
+
+func toInt(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int:
+		return int64(n), true
+	case int32:
+		return int64(n), true
+	case int64:
+		return n, true
+	case float64:
+		return int64(n), n == float64(int64(n))
+	}
+	return 0, false
+}

@@ -1,0 +1,81 @@
+package bmc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/stmcginnis/gofish"
+	"github.com/stmcginnis/gofish/schemas"
+)
+
+// FirmwareTarget is what a firmware update flashes.
+type FirmwareTarget string
+
+// Firmware targets.
+const (
+	FirmwareBIOS FirmwareTarget = "BIOS"
+	FirmwareBMC  FirmwareTarget = "BMC"
+)
+
+func (c *client) UpdateFirmware(ctx context.Context, imageURI string, target FirmwareTarget) (string, error) {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	api := c.with(ctx)
+	// Never flash twice: an update still running on the BMC (started by an earlier call whose
+	// answer got lost) is the one to follow.
+	if uri, err := c.runningUpdate(api); err != nil || uri != "" {
+		return uri, err
+	}
+	us, err := api.Service.UpdateService()
+	if err != nil {
+		return "", fmt.Errorf("reading UpdateService: %w", classify(err))
+	}
+	var targets []string
+	if target == FirmwareBMC {
+		sys, err := c.system(ctx)
+		if err != nil {
+			return "", err
+		}
+		managers, err := sys.ManagedBy()
+		if err != nil || len(managers) == 0 {
+			return "", fmt.Errorf("finding the BMC manager to update: %w", classify(err))
+		}
+		targets = []string{managers[0].ODataID}
+	} else {
+		targets = []string{c.systemPath}
+	}
+	protocol := schemas.HTTPTransferProtocolType
+	if strings.HasPrefix(imageURI, "https://") {
+		protocol = schemas.HTTPSTransferProtocolType
+	}
+	info, err := us.SimpleUpdate(&schemas.UpdateServiceSimpleUpdateParameters{ImageURI: imageURI, Targets: targets, TransferProtocol: protocol})
+	if err != nil {
+		return "", fmt.Errorf("starting firmware update: %w", classify(err))
+	}
+	if info == nil || info.TaskMonitor == "" {
+		return "", errors.New("the BMC accepted the update without a task monitor to follow")
+	}
+	return info.TaskMonitor, nil
+}
+
+func (c *client) runningUpdate(api *gofish.APIClient) (string, error) {
+	ts, err := api.Service.Tasks()
+	if err != nil || ts == nil {
+		return "", nil //nolint:nilerr // a BMC without a TaskService cannot tell: go on
+	}
+	tasks, err := ts.Tasks()
+	if err != nil {
+		return "", fmt.Errorf("listing tasks: %w", classify(err))
+	}
+	for _, t := range tasks {
+		if t.TaskState == schemas.RunningTaskState || t.TaskState == schemas.NewTaskState || t.TaskState == schemas.StartingTaskState {
+			if t.TaskMonitor != "" {
+				return t.TaskMonitor, nil
+			}
+			return t.ODataID, nil
+		}
+	}
+	return "", nil
+}

@@ -1,0 +1,128 @@
+package bmc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/stmcginnis/gofish/schemas"
+)
+
+// virtualMedia lists the virtual media devices: under the system (Redfish 1.13+) or its manager.
+func (c *client) virtualMedia(ctx context.Context) ([]*schemas.VirtualMedia, error) {
+	sys, err := c.system(ctx)
+	if err != nil {
+		return nil, err
+	}
+	media, err := sys.VirtualMedia()
+	if err != nil || len(media) == 0 {
+		managers, merr := sys.ManagedBy()
+		if merr != nil {
+			return nil, fmt.Errorf("finding virtual media: %w", classify(merr))
+		}
+		for _, m := range managers {
+			vm, verr := m.VirtualMedia()
+			if verr == nil {
+				media = append(media, vm...)
+			}
+		}
+	}
+	return media, nil
+}
+
+func offers(m *schemas.VirtualMedia, types ...schemas.VirtualMediaType) bool {
+	for _, t := range m.MediaTypes {
+		if slices.Contains(types, t) {
+			return true
+		}
+	}
+	return false
+}
+
+var cdTypes = []schemas.VirtualMediaType{schemas.CDVirtualMediaType, schemas.DVDVirtualMediaType}
+
+// slots returns the CD the OS image goes into and the device a seed volume goes into (nil when
+// the BMC offers no second device).
+func (c *client) slots(ctx context.Context) (cd, seed *schemas.VirtualMedia, err error) {
+	media, err := c.virtualMedia(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, m := range media {
+		if offers(m, cdTypes...) {
+			cd = m
+			break
+		}
+	}
+	if cd == nil {
+		return nil, nil, errors.New("the BMC offers no CD/DVD virtual media")
+	}
+	// A device made for data first, a second CD last.
+	for _, types := range [][]schemas.VirtualMediaType{
+		{schemas.USBStickVirtualMediaType, schemas.FloppyVirtualMediaType},
+		cdTypes,
+	} {
+		for _, m := range media {
+			if m.ODataID != cd.ODataID && offers(m, types...) {
+				return cd, m, nil
+			}
+		}
+	}
+	return cd, nil, nil
+}
+
+// insert puts image into m, ejecting what else it holds; no-op when it already holds image.
+func insert(m *schemas.VirtualMedia, image string) error {
+	inserted := m.Inserted != nil && *m.Inserted
+	if inserted && m.Image == image {
+		return nil
+	}
+	if inserted {
+		if _, err := m.EjectMedia(); err != nil {
+			return fmt.Errorf("ejecting %s before inserting: %w", m.ID, classify(err))
+		}
+	}
+	yes := true
+	if _, err := m.InsertMedia(&schemas.VirtualMediaInsertMediaParameters{Image: image, Inserted: &yes, WriteProtected: &yes}); err != nil {
+		return fmt.Errorf("inserting virtual media into %s: %w", m.ID, classify(err))
+	}
+	return nil
+}
+
+func (c *client) InsertMedia(ctx context.Context, image, seed string) error {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	cd, seedSlot, err := c.slots(ctx) // one listing of the devices for both
+	if err != nil {
+		return err
+	}
+	if seed != "" {
+		if seedSlot == nil {
+			return ErrNoSeedSlot
+		}
+		if err := insert(seedSlot, seed); err != nil {
+			return err
+		}
+	}
+	return insert(cd, image)
+}
+
+func (c *client) EjectMedia(ctx context.Context, match string) error {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	media, err := c.virtualMedia(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range media {
+		if m.Inserted == nil || !*m.Inserted || (m.Image != "" && !strings.Contains(m.Image, match)) {
+			continue
+		}
+		if _, err := m.EjectMedia(); err != nil {
+			return fmt.Errorf("ejecting virtual media %s: %w", m.ID, classify(err))
+		}
+	}
+	return nil
+}

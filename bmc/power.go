@@ -1,0 +1,70 @@
+package bmc
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/stmcginnis/gofish/schemas"
+)
+
+// PowerState is the power state a BMC reports.
+type PowerState string
+
+// Power states.
+const (
+	PowerOn          PowerState = "On"
+	PowerOff         PowerState = "Off"
+	PowerPoweringOn  PowerState = "PoweringOn"
+	PowerPoweringOff PowerState = "PoweringOff"
+)
+
+// ResetType is a Redfish ComputerSystem.Reset type.
+type ResetType string
+
+// Reset types the provider uses.
+const (
+	ResetOn               ResetType = "On"
+	ResetForceOff         ResetType = "ForceOff"
+	ResetGracefulShutdown ResetType = "GracefulShutdown"
+	ResetGracefulRestart  ResetType = "GracefulRestart"
+	ResetForceRestart     ResetType = "ForceRestart"
+	ResetPowerCycle       ResetType = "PowerCycle"
+)
+
+func (c *client) PowerState(ctx context.Context) (PowerState, error) {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	sys, err := c.system(ctx)
+	if err != nil {
+		return "", err
+	}
+	return PowerState(sys.PowerState), nil
+}
+
+func (c *client) Reset(ctx context.Context, t ResetType) error {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	sys, err := c.system(ctx)
+	if err != nil {
+		return err
+	}
+	if alreadyThere(PowerState(sys.PowerState), t) {
+		return nil
+	}
+	if _, err := sys.Reset(schemas.ResetType(t)); err != nil {
+		return fmt.Errorf("%s reset of %s: %w", t, c.systemPath, classify(err))
+	}
+	return nil
+}
+
+// alreadyThere says whether sending t would repeat a transition the system already made or is
+// making. Restarts always go through: they are requested to happen again.
+func alreadyThere(s PowerState, t ResetType) bool {
+	switch t {
+	case ResetOn:
+		return s == PowerOn || s == PowerPoweringOn
+	case ResetForceOff, ResetGracefulShutdown:
+		return s == PowerOff || s == PowerPoweringOff
+	}
+	return false
+}

@@ -1,0 +1,51 @@
+package bmc
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+
+	"github.com/stmcginnis/gofish/schemas"
+)
+
+// classify maps BMC answers to the package's sentinel errors, keeping the original text, with
+// secrets redacted: BMCs echo rejected values (an image URL with its seed token) in their error
+// bodies, and errors end up in conditions, events and logs.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var re *schemas.Error
+	if errors.As(err, &re) {
+		switch re.HTTPReturnedStatusCode {
+		case http.StatusConflict:
+			return fmt.Errorf("%w: %s", ErrConflict, Redact(re.Message))
+		case http.StatusUnauthorized, http.StatusForbidden:
+			return fmt.Errorf("%w: %s", ErrAuth, Redact(re.Message))
+		}
+	}
+	return &redactedError{msg: Redact(err.Error()), err: err}
+}
+
+// redactedError shows a redacted text; errors.Is and errors.As still see the BMC's error.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+var (
+	// seedToken matches the 256-bit tokens of per-claim seed URLs.
+	seedToken = regexp.MustCompile(`[0-9a-fA-F]{64}`)
+	// urlUserinfo matches credentials in URLs (scheme://user:password@host).
+	urlUserinfo = regexp.MustCompile(`(://)[^/@\s"']+@`)
+)
+
+// Redact removes secrets a text may carry: seed tokens and credentials in URLs.
+func Redact(s string) string {
+	s = seedToken.ReplaceAllString(s, "REDACTED")
+	return urlUserinfo.ReplaceAllString(s, "${1}REDACTED@")
+}
