@@ -33,8 +33,10 @@ type Client interface {
 	SetBootOverride(ctx context.Context, o BootOverride) error
 	// InsertMedia inserts image into the virtual CD and, when seed is set, seed (a per-claim
 	// NoCloud volume) into a second virtual media device: a USB stick or floppy, else a second
-	// CD. ErrNoSeedSlot, before anything is inserted, when the BMC offers no second device. A
-	// device already holding the wanted image is left alone; one holding another is ejected first.
+	// CD. ErrNoSeedSlot, before anything is inserted, when the BMC offers no second device. With
+	// image empty (the OS boots another way) seed goes into a USB stick or floppy, else a CD, and
+	// ErrNoSeedSlot means no virtual media at all. A device already holding the wanted image is
+	// left alone; one holding another is ejected first.
 	InsertMedia(ctx context.Context, image, seed string) error
 	// EjectMedia ejects every virtual medium whose image URL contains match (all of them when
 	// match is empty), and inserted media that report no image URL; media someone else mounted

@@ -20,8 +20,8 @@ var (
 	// ErrNothingToErase means the system has no drive Redfish can erase (no Drive.SecureErase
 	// action, or drives only behind SimpleStorage): cleaning cannot be done through this BMC.
 	ErrNothingToErase = errors.New("the BMC offers no drive erase (Drive.SecureErase)")
-	// ErrNoSeedSlot means the BMC offers a single virtual media device: the OS image and a seed
-	// volume cannot both be attached.
+	// ErrNoSeedSlot means the BMC offers no virtual media device for a seed volume: a single one
+	// when the OS image needs it too, or none at all.
 	ErrNoSeedSlot = errors.New("the BMC offers no second virtual media device (USB stick, floppy or second CD) for the seed volume")
 )
 

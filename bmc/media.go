@@ -91,9 +91,36 @@ func insert(m *schemas.VirtualMedia, image string) error {
 	return nil
 }
 
+// seedOnlySlot returns the device a seed volume goes into when the OS image boots another way
+// (UEFI HTTP): a device made for data first, else a CD; nil when the BMC offers none.
+func (c *client) seedOnlySlot(ctx context.Context) (*schemas.VirtualMedia, error) {
+	media, err := c.virtualMedia(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, types := range [][]schemas.VirtualMediaType{{schemas.USBStickVirtualMediaType, schemas.FloppyVirtualMediaType}, cdTypes} {
+		for _, m := range media {
+			if offers(m, types...) {
+				return m, nil
+			}
+		}
+	}
+	return nil, nil
+}
+
 func (c *client) InsertMedia(ctx context.Context, image, seed string) error {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
+	if image == "" {
+		m, err := c.seedOnlySlot(ctx)
+		switch {
+		case err != nil:
+			return err
+		case m == nil:
+			return ErrNoSeedSlot
+		}
+		return insert(m, seed)
+	}
 	cd, seedSlot, err := c.slots(ctx) // one listing of the devices for both
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -270,7 +271,7 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 		return res, nil
 	}
 	if c.Provisioned {
-		if c.BootMethod == infrav1.BootMethodVirtualMedia {
+		if c.BootMethod != infrav1.BootMethodPXE { // the seed volume (and the OS image) leave once the Node joined
 			if err := s.bmc.EjectMedia(ctx, r.seedMediaMatch(h)); err != nil {
 				return ctrl.Result{}, err
 			}
@@ -296,11 +297,21 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 	}
 	image := seed.ImageURL(r.SeedBaseURL, h.Namespace, c.Consumer.Name, string(sec.Data[seed.KeyToken]))
 	var err error
+	prepared := "" // said of the seed in the BootPrepared condition
 	switch c.BootMethod {
 	case infrav1.BootMethodPXE:
 		err = s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootPxe})
 	case infrav1.BootMethodUefiHTTP:
-		err = s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootUefiHTTP, HTTPBootURI: image})
+		// The firmware loads the OS image from the boot URI; the seed volume goes into the BMC's
+		// virtual media (any one device), where a stock image finds it by its label.
+		volume := seed.CIDataURL(r.SeedBaseURL, h.Namespace, c.Consumer.Name, string(sec.Data[seed.KeyToken]))
+		prepared = "the seed volume in the BMC's virtual media"
+		if err = s.bmc.InsertMedia(ctx, "", volume); errors.Is(err, bmc.ErrNoSeedSlot) {
+			prepared, err = "no virtual media for the seed volume: the image must find its seed from its boot URI", nil
+		}
+		if err == nil {
+			err = s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootUefiHTTP, HTTPBootURI: image})
+		}
 	default:
 		// The OS image in the CD, the per-claim NoCloud volume (label cidata) in a second device:
 		// a prebuilt image finds its seed by the volume label, knowing no URL.
@@ -319,7 +330,7 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 		return ctrl.Result{}, fmt.Errorf("preparing the provisioning boot: %w", err)
 	}
 	conditions.Set(h, metav1.Condition{Type: infrav1.BootPreparedCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason,
-		Message: fmt.Sprintf("%s boot prepared for %s %s", c.BootMethod, c.Consumer.Kind, c.Consumer.Name)})
+		Message: strings.TrimSuffix(fmt.Sprintf("%s boot prepared for %s %s; %s", c.BootMethod, c.Consumer.Kind, c.Consumer.Name, prepared), "; ")})
 	// Record the boot before sending it: once this is stored, the host is never powered off and
 	// booted again for this claim, whatever happens to the power-on request's answer.
 	now := metav1.Now()

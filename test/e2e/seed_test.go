@@ -69,6 +69,37 @@ var _ = Describe("Seed delivery", func() {
 		Expect(b.fleet.Servers[0].Stats().Boots).To(BeZero(), "the host was booted without its seed")
 	})
 
+	It("boots UEFI HTTP hosts from the per-claim boot URI with the seed on a cidata volume in the BMC's virtual media, a single-slot BMC included", Label("seed-uefi-http"), func() {
+		b := startBed("seedhttp", 1, bedOptions{withOS: true, fleet: simulator.FleetOptions{SingleMediaSlot: true}})
+		b.waitHostsAvailable(1)
+		b.createCluster("seedhttp")
+		var mu sync.Mutex
+		var boots []simulator.BootEvent
+		b.fleet.Servers[0].OnBoot(func(e simulator.BootEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			boots = append(boots, e)
+		})
+		b.template("http", infrav1.RedfishMachineSpec{BootMethod: infrav1.BootMethodUefiHTTP})
+		b.machineDeployment("http", "http", 1)
+		b.waitRunning("http", 1)
+		mu.Lock()
+		defer mu.Unlock()
+		Expect(boots).To(HaveLen(1))
+		Expect(boots[0].Target).To(Equal("UefiHttp"))
+		Expect(boots[0].HTTPBootURI).To(HaveSuffix("/image"))
+		Expect(boots[0].Media).To(HaveLen(1), "the seed volume in the only virtual media device")
+		for _, url := range boots[0].Media {
+			Expect(url).To(HaveSuffix("/cidata.iso"))
+		}
+		Expect(b.os.Fetched()[b.fleet.Servers[0].ID()]).To(Equal([]string{"#cloud-config for http\n"}))
+		Eventually(func(g Gomega) {
+			for slot, url := range b.fleet.Servers[0].Media() {
+				g.Expect(url).To(BeEmpty(), "the seed volume stays in %s after the Node joined", slot)
+			}
+		}).Should(Succeed())
+	})
+
 	It("boots PXE hosts with the seed on the kernel command line, UEFI HTTP hosts from the per-claim URI, and refuses the iPXE script to a host that does not boot by PXE", Label("seed-pxe"), func() {
 		b := newBed("seedpxe", 4, nil)
 		b.waitHostsAvailable(4)

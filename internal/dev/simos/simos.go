@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -85,7 +84,9 @@ func (o *OS) boot(e simulator.BootEvent) {
 		}
 		meta, userData, err = o.seedFromMedia(ctx, e)
 	case "UefiHttp":
-		meta, userData, err = fetchSeed(ctx, dirOf(e.HTTPBootURI))
+		// The firmware loaded the image from the boot URI; a stock image finds its seed as on
+		// a CD boot, by the label of a volume the BMC attached.
+		meta, userData, err = o.seedFromMedia(ctx, e)
 	case "Pxe":
 		dir := seedFromCmdline(e.KernelCmdline)
 		if dir == "" {
@@ -234,13 +235,6 @@ func fetchSeed(ctx context.Context, dir string) (string, string, error) {
 		return "", "", fmt.Errorf("user-data: %w", err)
 	}
 	return meta, userData, nil
-}
-
-func dirOf(url string) string {
-	if url == "" {
-		return ""
-	}
-	return strings.TrimSuffix(url, path.Base(url))
 }
 
 func parseMeta(s string) map[string]string {
