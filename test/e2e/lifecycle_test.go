@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
-	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
 	"github.com/caprf/cluster-api-provider-redfish/internal/dev/testenv"
+	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
 )
 
 var _ = Describe("Node reuse", Label("node-reuse"), func() {

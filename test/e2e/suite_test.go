@@ -21,8 +21,8 @@ import (
 
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
 	"github.com/caprf/cluster-api-provider-redfish/controllers"
-	"github.com/caprf/cluster-api-provider-redfish/internal/provider"
 	"github.com/caprf/cluster-api-provider-redfish/internal/dev/testenv"
+	"github.com/caprf/cluster-api-provider-redfish/internal/provider"
 )
 
 // bmcCheckInterval is how often settled hosts re-read their BMC in these scenarios.

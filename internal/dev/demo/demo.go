@@ -26,10 +26,10 @@ import (
 
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
 	"github.com/caprf/cluster-api-provider-redfish/controllers"
-	"github.com/caprf/cluster-api-provider-redfish/internal/provider"
 	"github.com/caprf/cluster-api-provider-redfish/internal/dev/sample"
 	"github.com/caprf/cluster-api-provider-redfish/internal/dev/simos"
 	"github.com/caprf/cluster-api-provider-redfish/internal/dev/testenv"
+	"github.com/caprf/cluster-api-provider-redfish/internal/provider"
 	"github.com/caprf/cluster-api-provider-redfish/simulator"
 )
 
