@@ -1,7 +1,23 @@
 package e2e
 
 import (
+	"context"
 	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr"
+	clusterctl "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	"github.com/caprf/cluster-api-provider-redfish/bmc"
+	"github.com/caprf/cluster-api-provider-redfish/controllers"
+	"github.com/caprf/cluster-api-provider-redfish/internal/dev/testenv"
+	"github.com/caprf/cluster-api-provider-redfish/internal/provider"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -14,10 +30,141 @@ import (
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 )
 
-// `clusterctl move` (and restoring a backup) recreates every object in the target cluster
-// without its status and with a new UID: hosts lose their claims, machines their hostRef. A
-// running host must stay with its machine, must not be offered to another one, and must not boot.
+// `clusterctl move` recreates every object in the target cluster without its status and with a
+// new UID: hosts lose their claims, machines their hostRef. A running host must stay with its
+// machine, must not be offered to another one, and must not boot. This runs clusterctl's own move
+// (its library) into a second management cluster with its own CAPI and provider controllers.
 var _ = Describe("clusterctl move", Label("move"), func() {
+	It("moves a running cluster with its hosts to a second management cluster: every running host stays with its machine, nothing boots, and the target provisions new machines on the spare", func() {
+		b := newBed("move", 3, nil)
+		b.waitHostsAvailable(3)
+		b.createCluster("move")
+		b.controlPlane()
+		b.template("workers", infrav1.RedfishMachineSpec{NodeReuse: true})
+		b.machineDeployment("workers", "workers", 1)
+		b.waitRunning("workers", 1)
+		placement := b.placement()
+		Expect(placement).To(HaveLen(2))
+		used := map[string]bool{}
+		for _, h := range placement {
+			used[h] = true
+		}
+		boots := map[string]int{}
+		for _, s := range b.fleet.Servers {
+			boots[s.ID()] = s.Stats().Boots
+		}
+
+		By("starting a second management cluster with CAPI and this provider")
+		target := startTarget()
+
+		By("clusterctl move --to-kubeconfig")
+		dir := GinkgoT().TempDir()
+		from, to := filepath.Join(dir, "from"), filepath.Join(dir, "to")
+		Expect(env.WriteKubeconfig(from, testenv.KubeconfigOptions{})).To(Succeed())
+		Expect(target.WriteKubeconfig(to, testenv.KubeconfigOptions{})).To(Succeed())
+		config := filepath.Join(dir, "clusterctl.yaml")
+		Expect(os.WriteFile(config, []byte("{}\n"), 0o600)).To(Succeed())
+		cc, err := clusterctl.New(ctx, config)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cc.Move(ctx, clusterctl.MoveOptions{
+			FromKubeconfig: clusterctl.Kubeconfig{Path: from}, ToKubeconfig: clusterctl.Kubeconfig{Path: to}, Namespace: b.ns,
+		})).To(Succeed())
+
+		By("the source holds nothing of the cluster any more")
+		Eventually(func(g Gomega) {
+			g.Expect(b.hosts()).To(BeEmpty())
+			rms := &infrav1.RedfishMachineList{}
+			g.Expect(env.List(ctx, rms, client.InNamespace(b.ns))).To(Succeed())
+			g.Expect(rms.Items).To(BeEmpty())
+		}).Should(Succeed())
+
+		By("in the target, the running hosts are back with their machines and the spare is offered")
+		Eventually(func(g Gomega) {
+			rms := &infrav1.RedfishMachineList{}
+			g.Expect(target.List(ctx, rms, client.InNamespace(b.ns))).To(Succeed())
+			got := map[string]string{}
+			for _, rm := range rms.Items {
+				got[rm.Name] = rm.Status.HostRef
+				g.Expect(conditions.IsTrue(&rm, infrav1.ReadyCondition)).To(BeTrue(), "RedfishMachine %s not Ready: %v", rm.Name, rm.Status.Conditions)
+			}
+			g.Expect(got).To(Equal(placement))
+			hosts := &infrav1.RedfishHostList{}
+			g.Expect(target.List(ctx, hosts, client.InNamespace(b.ns))).To(Succeed())
+			g.Expect(hosts.Items).To(HaveLen(3))
+			for _, h := range hosts.Items {
+				if used[h.Name] {
+					g.Expect(h.Status.State).To(Equal(infrav1.HostStateProvisioned), "host %s", h.Name)
+					g.Expect(h.Status.Claim).NotTo(BeNil())
+					g.Expect(h.Status.Claim.Provisioned).To(BeTrue())
+				} else {
+					g.Expect(h.Status.State).To(Equal(infrav1.HostStateAvailable), "spare host %s", h.Name)
+				}
+			}
+			ms := &clusterv1.MachineList{}
+			g.Expect(target.List(ctx, ms, client.InNamespace(b.ns))).To(Succeed())
+			g.Expect(ms.Items).To(HaveLen(2))
+			for _, m := range ms.Items {
+				g.Expect(m.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)), "Machine %s", m.Name)
+			}
+		}, 3*time.Minute).Should(Succeed())
+		for _, s := range b.fleet.Servers {
+			Expect(s.Stats().Boots).To(Equal(boots[s.ID()]), "server %s booted again", s.ID())
+			if used[s.ID()] {
+				Expect(s.PowerState()).To(Equal("On"), "server %s", s.ID())
+			}
+		}
+
+		By("scaling up in the target: the new machine takes the spare host")
+		md := &clusterv1.MachineDeployment{}
+		Expect(target.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: "workers"}, md)).To(Succeed())
+		patch := client.MergeFrom(md.DeepCopy())
+		md.Spec.Replicas = ptr.To[int32](2)
+		Expect(target.Patch(ctx, md, patch)).To(Succeed())
+		Eventually(func(g Gomega) {
+			rms := &infrav1.RedfishMachineList{}
+			g.Expect(target.List(ctx, rms, client.InNamespace(b.ns))).To(Succeed())
+			g.Expect(rms.Items).To(HaveLen(3))
+			for _, rm := range rms.Items {
+				if _, old := placement[rm.Name]; !old {
+					g.Expect(rm.Status.HostRef).NotTo(BeEmpty())
+					g.Expect(used).NotTo(HaveKey(rm.Status.HostRef), "the new machine took a host already in use")
+				}
+				g.Expect(conditions.IsTrue(&rm, infrav1.ReadyCondition)).To(BeTrue(), "RedfishMachine %s not Ready: %v\nsimulated OS: %v\nboots: %v", rm.Name, rm.Status.Conditions, b.os.Errors(), b.os.Fetched())
+			}
+		}, 3*time.Minute).Should(Succeed())
+	})
+})
+
+// startTarget starts a second management cluster (API server, CAPI controllers and webhooks, this
+// provider with its own seed server) for the length of the spec.
+func startTarget() *testenv.Environment {
+	GinkgoHelper()
+	seedListener, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	logger := logr.Discard()
+	target, err := testenv.Start(ctx, testenv.Options{
+		Logger: &logger,
+		SetupProvider: func(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache) error {
+			return provider.Setup(ctx, mgr, func() (net.Listener, error) { return seedListener, nil }, controllers.Options{
+				Controller:       controller.Options{MaxConcurrentReconciles: 10, SkipNameValidation: ptr.To(true)},
+				ClusterCache:     cc,
+				SeedBaseURL:      "http://" + seedListener.Addr().String(),
+				PollInterval:     500 * time.Millisecond,
+				BMCRetryInterval: 2 * time.Second, BMCCheckInterval: bmcCheckInterval,
+				OrphanGracePeriod: orphanGracePeriod, RestoreGracePeriod: restoreGracePeriod,
+				BMC: bmc.Options{CallTimeout: 20 * time.Second, AttemptTimeout: 5 * time.Second, BreakerCooldown: 5 * time.Second},
+			})
+		},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { Expect(target.Stop()).To(Succeed()) })
+	return target
+}
+
+// Restoring a backup in place recreates objects in the same management cluster without status and
+// with new UIDs, in whatever order the tool uses: hosts first, or machines first while the hosts
+// keep their claims.
+var _ = Describe("Restoring a backup in place", Label("restore-in-place"), func() {
 	It("keeps every running host with its machine, booting nothing, when hosts and machines come back without status", func() {
 		b := newBed("move", 3, nil)
 		b.createCluster("move")

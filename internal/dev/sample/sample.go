@@ -68,7 +68,9 @@ func MachineTemplate(ns, name string, spec infrav1.RedfishMachineSpec) *infrav1.
 // test can tell which server got which data.
 func BootstrapData(ns, name, what string) *corev1.Secret {
 	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		// A bootstrap provider's data Secret is owned by its config and moves with the Machine;
+		// this stand-in carries the move label so that `clusterctl move` takes it along.
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterctlv1.ClusterctlMoveLabel: ""}},
 		StringData: map[string]string{"value": "#cloud-config for " + what + "\n", "format": "cloud-config"},
 	}
 }

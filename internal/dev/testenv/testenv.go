@@ -38,6 +38,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/core/reconcilers/cluster"
 	"sigs.k8s.io/cluster-api/core/reconcilers/machine"
@@ -258,7 +259,34 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 	if err := e.waitForWebhooks(ctx); err != nil {
 		return nil, err
 	}
+	if err := labelForClusterctl(ctx, e.Client); err != nil {
+		return nil, err
+	}
 	return e, nil
+}
+
+// labelForClusterctl labels the Cluster API and provider CRDs as `clusterctl init` does: clusterctl
+// move and describe find the kinds they work on by that label.
+func labelForClusterctl(ctx context.Context, c client.Client) error {
+	crds := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := c.List(ctx, crds); err != nil {
+		return err
+	}
+	for i := range crds.Items {
+		crd := &crds.Items[i]
+		if !strings.HasSuffix(crd.Spec.Group, "cluster.x-k8s.io") || strings.HasPrefix(crd.Spec.Group, "clusterctl.") {
+			continue
+		}
+		before := crd.DeepCopy()
+		if crd.Labels == nil {
+			crd.Labels = map[string]string{}
+		}
+		crd.Labels[clusterctlv1.ClusterctlLabel] = ""
+		if err := c.Patch(ctx, crd, client.MergeFrom(before)); err != nil {
+			return fmt.Errorf("labelling CRD %s for clusterctl: %w", crd.Name, err)
+		}
+	}
+	return nil
 }
 
 func setupCAPIWebhooks(mgr ctrl.Manager) error {
