@@ -39,8 +39,10 @@ const (
 	ProvisioningReason  = "Provisioning"
 	DeletingReason      = "Deleting"
 
-	BMCAuthFailedReason      = "AuthenticationFailed"
-	BMCUnreachableReason     = "Unreachable"
+	BMCAuthFailedReason  = "AuthenticationFailed"
+	BMCUnreachableReason = "Unreachable"
+	// BMCConnectingReason: the connection (service root, login) is being made in the background.
+	BMCConnectingReason      = "Connecting"
 	BMCAddressInvalidReason  = "InvalidAddress"
 	CredentialsMissingReason = "CredentialsMissing"
 

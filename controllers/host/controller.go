@@ -428,7 +428,12 @@ func (r *Reconciler) connect(ctx context.Context, s *scope) error {
 		ps, err = c.PowerState(ctx)
 	}
 	if errors.Is(err, bmc.ErrConnecting) {
-		return err // no outcome yet: the conditions stay as they are; retryAfter polls soon
+		// No outcome yet: the conditions stay as they are (retryAfter polls soon), except a
+		// verdict on an address that has been fixed since.
+		if conditions.GetReason(h, infrav1.BMCReachableCondition) == infrav1.BMCAddressInvalidReason {
+			conditions.Set(h, metav1.Condition{Type: infrav1.BMCReachableCondition, Status: metav1.ConditionUnknown, Reason: infrav1.BMCConnectingReason, Message: "Connecting to the BMC"})
+		}
+		return err
 	}
 	if err != nil {
 		reason := infrav1.BMCUnreachableReason

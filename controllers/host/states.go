@@ -52,7 +52,7 @@ func (r *Reconciler) connectOrWait(ctx context.Context, s *scope) (ctrl.Result, 
 func (r *Reconciler) register(ctx context.Context, s *scope) (ctrl.Result, error) {
 	h := s.host
 	if err := r.connect(ctx, s); err != nil {
-		if conditions.GetReason(h, infrav1.BMCReachableCondition) == infrav1.BMCAddressInvalidReason {
+		if !errors.Is(err, bmc.ErrConnecting) && conditions.GetReason(h, infrav1.BMCReachableCondition) == infrav1.BMCAddressInvalidReason {
 			h.Status.State = infrav1.HostStateError // waits for a spec change
 			return ctrl.Result{}, nil
 		}
@@ -155,10 +155,21 @@ func (r *Reconciler) restoreClaim(ctx context.Context, h *infrav1.RedfishHost, f
 		if err != nil {
 			return false, fmt.Errorf("restoring the claim of %s: %w", rm.Name, err)
 		}
-		h.Status.Claim = claim.For(rm, claim.Owner(m, cluster))
-		h.Status.Claim.Provisioned = true
-		h.Status.ReservedFor = nil
-		h.Status.State = infrav1.HostStateProvisioned
+		restored := h.DeepCopy()
+		restored.Status.Claim = claim.For(rm, claim.Owner(m, cluster))
+		restored.Status.Claim.Provisioned = true
+		restored.Status.ReservedFor = nil
+		restored.Status.State = infrav1.HostStateProvisioned
+		// Written at once with the resourceVersion read, as claims are: a machine that claimed
+		// the host meanwhile wins, and this reconcile starts over (the conflict requeues it).
+		if err := r.Client.Status().Update(ctx, restored); err != nil {
+			return false, fmt.Errorf("restoring the claim of %s: %w", rm.Name, err)
+		}
+		// The reconcile's patch then carries the same claim again (a no-op); it keeps the
+		// resourceVersion it started from, as the patch helper diffs against that.
+		rv := h.ResourceVersion
+		*h = *restored
+		h.ResourceVersion = rv
 		r.event(h, infrav1.ClaimRestoredReason, "Claim", "restored the claim of RedfishMachine %s from its spec.providerID", rm.Name)
 		return true, nil
 	}

@@ -112,6 +112,7 @@ func TestHostStateMachine(t *testing.T) {
 		calls     []string // BMC calls in order (PowerState excluded)
 		condition string   // "Type=Status/Reason" that must hold, or "" for none
 		requeue   time.Duration
+		noRequeue bool // waits for a change, no timer
 		check     func(t *testing.T, h *infrav1.RedfishHost)
 	}
 	for _, tc := range []struct {
@@ -135,9 +136,16 @@ func TestHostStateMachine(t *testing.T) {
 		{name: "registering: the connection is still being made, polled soon without a verdict",
 			getErr: bmc.ErrConnecting,
 			want:   want{state: infrav1.HostStateRegistering, requeue: poll, check: noCondition(infrav1.BMCReachableCondition)}},
+		{name: "an address fixed after Error, the connection still being made: registering again, polled soon",
+			host: []func(*infrav1.RedfishHost){func(h *infrav1.RedfishHost) {
+				h.Status.State = infrav1.HostStateError
+				conditions.Set(h, metav1.Condition{Type: infrav1.BMCReachableCondition, Status: metav1.ConditionFalse, Reason: infrav1.BMCAddressInvalidReason})
+			}},
+			getErr: bmc.ErrConnecting,
+			want:   want{state: infrav1.HostStateRegistering, condition: "BMCReachable=Unknown/Connecting", requeue: poll}},
 		{name: "an address that cannot work: Error until the spec changes",
 			host: []func(*infrav1.RedfishHost){func(h *infrav1.RedfishHost) { h.Spec.BMC.Address = "ftp://10.0.0.1" }},
-			want: want{state: infrav1.HostStateError, condition: "BMCReachable=False/InvalidAddress"}},
+			want: want{state: infrav1.HostStateError, condition: "BMCReachable=False/InvalidAddress", noRequeue: true}},
 		{name: "inspecting a powered-off server: inventory read, offered",
 			host: []func(*infrav1.RedfishHost){func(h *infrav1.RedfishHost) { h.Status.State = infrav1.HostStateInspecting }},
 			bmc:  fakeBMC{power: bmc.PowerOff},
@@ -338,6 +346,9 @@ func TestHostStateMachine(t *testing.T) {
 					t.Errorf("condition %s = %v, want %s", typ, cond, rest)
 				}
 			}
+			if tc.want.noRequeue && (res.RequeueAfter != 0 || res.Requeue) { //nolint:staticcheck // Requeue is what a handler might set
+				t.Errorf("requeued (%+v), want to wait for a change", res)
+			}
 			if tc.want.requeue != 0 && res.RequeueAfter != tc.want.requeue {
 				t.Errorf("requeue after %s, want %s", res.RequeueAfter, tc.want.requeue)
 			}
@@ -378,4 +389,62 @@ func newFakeClient(t *testing.T, h *infrav1.RedfishHost, mutateRM func(*infrav1.
 	}
 	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&infrav1.RedfishHost{}).
 		WithIndex(&infrav1.RedfishMachine{}, ProviderIDHostIndex, indexProviderIDHost).Build()
+}
+
+// A machine that claimed an Available host while the host controller was restoring another
+// machine's claim on it keeps its claim: the restore is written with the resourceVersion read.
+func TestClaimRestoreNeverOverwritesAClaimMadeMeanwhile(t *testing.T) {
+	h := &infrav1.RedfishHost{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", Finalizers: []string{Finalizer}},
+		Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
+		Status:     infrav1.RedfishHostStatus{State: infrav1.HostStateAvailable, RegisteredAddress: "redfish://10.0.0.1/redfish/v1/Systems/1"},
+	}
+	c := newFakeClient(t, h, func(rm *infrav1.RedfishMachine) {
+		rm.Spec.ProviderID = "redfish://ns/h1/m1"
+		rm.OwnerReferences = []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "m1", UID: "uid-machine"}}
+	})
+	r := &Reconciler{Client: c, APIReader: c, BMCs: fakeBMCs{bmc: &fakeBMC{power: bmc.PowerOff}}, PollInterval: time.Second, RetryInterval: time.Second,
+		CheckInterval: time.Minute, OrphanGracePeriod: time.Minute, RestoreGracePeriod: time.Minute}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
+	if _, err := r.Reconcile(context.Background(), req); err != nil { // records the Paused condition
+		t.Fatal(err)
+	}
+	// The host the reconcile reads is unclaimed; by the time it writes, m2 has claimed it.
+	stale := &infrav1.RedfishHost{}
+	if err := c.Get(context.Background(), req.NamespacedName, stale); err != nil {
+		t.Fatal(err)
+	}
+	won := stale.DeepCopy()
+	won.Status.Claim = &infrav1.HostClaim{Consumer: infrav1.ObjectRef{Kind: "RedfishMachine", Namespace: "ns", Name: "m2"}, ConsumerUID: "uid-m2"}
+	if err := c.Status().Update(context.Background(), won); err != nil {
+		t.Fatal(err)
+	}
+	r.APIReader = &staleReads{Client: c, host: stale} // the reconcile reads its host from the API server
+	if _, err := r.Reconcile(context.Background(), req); err == nil {
+		t.Error("restoring over a claim made meanwhile did not fail")
+	}
+
+	got := &infrav1.RedfishHost{}
+	if err := c.Get(context.Background(), req.NamespacedName, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Claim == nil || got.Status.Claim.Consumer.Name != "m2" {
+		t.Errorf("claim %+v, want m2's", got.Status.Claim)
+	}
+}
+
+// staleReads answers the first read of one host with an older copy, as a lagging cache does.
+type staleReads struct {
+	client.Client
+	host *infrav1.RedfishHost
+	done bool
+}
+
+func (s *staleReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if h, ok := obj.(*infrav1.RedfishHost); ok && key == client.ObjectKeyFromObject(s.host) && !s.done {
+		s.done = true
+		s.host.DeepCopyInto(h)
+		return nil
+	}
+	return s.Client.Get(ctx, key, obj, opts...)
 }
