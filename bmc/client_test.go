@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -347,4 +348,42 @@ func TestEjectMediaLeavesMediaItDidNotInsert(t *testing.T) {
 	if media["CD1"] != "http://kvm.example/rescue.iso" || media["USB1"] != "" {
 		t.Errorf("after ejecting the seed server's media: %v", media)
 	}
+}
+
+// With no OS image to insert (UEFI HTTP boots it), the seed volume goes into a device made for
+// data, else the only CD; a failed listing is an error, never "no device".
+func TestInsertMediaOfASeedAlone(t *testing.T) {
+	ctx := context.Background()
+	const seed = "http://seed.example/v1/ns/m/tok/cidata.iso"
+	for _, tc := range []struct {
+		name   string
+		single bool
+		want   map[string]string
+	}{
+		{"CD and USB stick", false, map[string]string{"CD1": "", "USB1": seed}},
+		{"a single CD", true, map[string]string{"CD1": seed}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(t, simulator.Config{SingleMediaSlot: tc.single})
+			c := connectTo(t, s, Options{})
+			if err := c.InsertMedia(ctx, "", seed); err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Media(); !maps.Equal(got, tc.want) {
+				t.Errorf("media %v, want %v", got, tc.want)
+			}
+		})
+	}
+	t.Run("a listing that fails", func(t *testing.T) {
+		s := newSim(t, simulator.Config{})
+		c := connectTo(t, s, Options{Backoff: time.Millisecond})
+		if _, err := c.PowerState(ctx); err != nil { // logged in
+			t.Fatal(err)
+		}
+		// The system's listing fails every attempt (1 + 3 retries); the manager's would answer.
+		s.Fault.ErrorBurstTo("/Systems/1/VirtualMedia", 4, 503)
+		if err := c.InsertMedia(ctx, "", seed); err == nil || errors.Is(err, ErrNoSeedSlot) {
+			t.Errorf("InsertMedia while the BMC answers 503 = %v, want an error other than ErrNoSeedSlot", err)
+		}
+	})
 }

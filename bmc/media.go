@@ -16,17 +16,23 @@ func (c *client) virtualMedia(ctx context.Context) ([]*schemas.VirtualMedia, err
 	if err != nil {
 		return nil, err
 	}
+	// A listing that fails is an error, never "no devices": a BMC answering 503 for a moment
+	// must not look like a BMC without virtual media.
 	media, err := sys.VirtualMedia()
-	if err != nil || len(media) == 0 {
-		managers, merr := sys.ManagedBy()
-		if merr != nil {
-			return nil, fmt.Errorf("finding virtual media: %w", classify(merr))
+	if err != nil {
+		return nil, fmt.Errorf("listing the system's virtual media: %w", classify(err))
+	}
+	if len(media) == 0 {
+		managers, err := sys.ManagedBy()
+		if err != nil {
+			return nil, fmt.Errorf("finding virtual media: %w", classify(err))
 		}
 		for _, m := range managers {
-			vm, verr := m.VirtualMedia()
-			if verr == nil {
-				media = append(media, vm...)
+			vm, err := m.VirtualMedia()
+			if err != nil {
+				return nil, fmt.Errorf("listing the virtual media of manager %s: %w", m.ID, classify(err))
 			}
+			media = append(media, vm...)
 		}
 	}
 	return media, nil

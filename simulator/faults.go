@@ -22,6 +22,21 @@ type Faults struct {
 	drops          map[string]int // method -> next N answers lost after the request was carried out
 	pathDrops      []pathDrop     // the same, for requests to one path only
 	rejectMedia    int            // next N InsertMedia answer 400 echoing the image URL
+	pathErrors     []pathError    // next N requests to a path answer an error status
+}
+
+type pathError struct {
+	suffix string
+	n      int
+	status int
+}
+
+// ErrorBurstTo makes the next n requests whose path ends with suffix (e.g. "/VirtualMedia")
+// answer status; other requests are answered.
+func (f *Faults) ErrorBurstTo(suffix string, n, status int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pathErrors = append(f.pathErrors, pathError{suffix: suffix, n: n, status: status})
 }
 
 // RejectMedia makes the next n InsertMedia actions fail with 400 and an error message that
@@ -178,6 +193,12 @@ func (f *Faults) intercept(w http.ResponseWriter, r *http.Request) bool {
 	status := f.errorStatus
 	if burst {
 		f.errorBurst--
+	}
+	for i := range f.pathErrors {
+		if e := &f.pathErrors[i]; !burst && e.n > 0 && strings.HasSuffix(strings.TrimSuffix(r.URL.Path, "/"), e.suffix) {
+			e.n--
+			burst, status = true, e.status
+		}
 	}
 	f.mu.Unlock()
 

@@ -318,7 +318,9 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 		volume := seed.CIDataURL(r.SeedBaseURL, h.Namespace, c.Consumer.Name, string(sec.Data[seed.KeyToken]))
 		prepared = "the seed volume in the BMC's virtual media"
 		if err = s.bmc.InsertMedia(ctx, "", volume); errors.Is(err, bmc.ErrNoSeedSlot) {
-			prepared, err = "no virtual media for the seed volume: the image must find its seed from its boot URI", nil
+			conditions.Set(h, metav1.Condition{Type: infrav1.BootPreparedCondition, Status: metav1.ConditionFalse, Reason: infrav1.NoSeedMediaSlotReason,
+				Message: "This BMC offers no virtual media device for the seed volume a UefiHttp boot needs. Boot this host by PXE (bootMethod), which carries the seed URL on the kernel command line"})
+			return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
 		}
 		if err == nil {
 			err = s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootUefiHTTP, HTTPBootURI: image})

@@ -202,6 +202,15 @@ func TestHostStateMachine(t *testing.T) {
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning, func(c *infrav1.HostClaim) { c.BootMethod = infrav1.BootMethodUefiHTTP })},
 			bmc:  fakeBMC{power: bmc.PowerOff},
 			want: want{state: infrav1.HostStateProvisioning, calls: []string{"InsertMedia(,cidata.iso)", "SetBootOverride(UefiHttp)"}, condition: "BootPrepared=True/Ready"}},
+		{name: "provisioning by UEFI HTTP on a BMC without virtual media: a condition naming PXE, no boot",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning, func(c *infrav1.HostClaim) { c.BootMethod = infrav1.BootMethodUefiHTTP })},
+			bmc:  fakeBMC{power: bmc.PowerOff, errs: map[string]error{"InsertMedia": bmc.ErrNoSeedSlot}},
+			want: want{state: infrav1.HostStateProvisioning, calls: []string{"InsertMedia(,cidata.iso)"}, condition: "BootPrepared=False/NoSeedMediaSlot", requeue: retry,
+				check: func(t *testing.T, h *infrav1.RedfishHost) {
+					if h.Status.BootIssuedAt != nil {
+						t.Error("a boot was recorded")
+					}
+				}}},
 		{name: "boot recorded, server off: the one power-on",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning), booted},
 			bmc:  fakeBMC{power: bmc.PowerOff},
