@@ -38,6 +38,7 @@ type flags struct {
 	leaderElect             bool
 	leaderElectionNamespace string
 	watchNamespace          string
+	watchFilter             string
 	concurrency             int
 	qps                     float32
 	burst                   int
@@ -62,6 +63,7 @@ func main() {
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "Elect a leader so only one replica reconciles.")
 	fs.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election lease (default: the pod's namespace; required when running outside a cluster).")
 	fs.StringVar(&f.watchNamespace, "namespace", "", "Only watch this namespace (default: all).")
+	fs.StringVar(&f.watchFilter, "watch-filter", "", "Not supported any more: the manager refuses to start when it is set.")
 	fs.IntVar(&f.concurrency, "concurrency", 50, "Concurrent reconciles per controller.")
 	fs.Float32Var(&f.qps, "kube-api-qps", 100, "Maximum queries per second to the management cluster API server.")
 	fs.IntVar(&f.burst, "kube-api-burst", 200, "Maximum burst to the management cluster API server.")
@@ -94,6 +96,11 @@ func main() {
 func run(ctx context.Context, f flags) error {
 	if f.seedURL == "" {
 		return fmt.Errorf("--seed-url is required: the URL booting hosts reach this manager's seed server at")
+	}
+	if f.watchFilter != "" {
+		// Claims and remediations never honoured it: two managers sharing a namespace would
+		// claim each other's hosts. Refuse rather than run unsharded.
+		return fmt.Errorf("--watch-filter is not supported: run one manager per namespace set (--namespace) instead, and remove the flag")
 	}
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme} {

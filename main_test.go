@@ -21,3 +21,12 @@ func TestManagerLinksNoDevelopmentCode(t *testing.T) {
 		}
 	}
 }
+
+// A Deployment still passing --watch-filter (which claims never honoured) fails to start with a
+// message saying what to do, instead of running unsharded.
+func TestWatchFilterIsRefused(t *testing.T) {
+	err := run(t.Context(), flags{seedURL: "http://10.0.0.2:30082", watchFilter: "shard-a"})
+	if err == nil || !strings.Contains(err.Error(), "--watch-filter is not supported") {
+		t.Fatalf("run with --watch-filter = %v", err)
+	}
+}

@@ -19,9 +19,6 @@ import (
 
 // Options configure the provider's controllers.
 type Options struct {
-	// WatchFilterValue, when set, limits reconciliation to objects labelled
-	// cluster.x-k8s.io/watch-filter=<value> (sharding across several provider instances).
-	WatchFilterValue string
 	// Controller carries concurrency and rate-limit options shared by every controller.
 	Controller controller.Options
 	// ClusterCache is CAPI's cache of workload-cluster clients.
@@ -67,7 +64,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	pool := bmc.NewPool(bmcOpts)
 	if err := (&host.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), BMCs: host.FromPool(pool), SeedBaseURL: opts.SeedBaseURL,
-		Recorder: mgr.GetEventRecorder("redfishhost-controller"), WatchFilterValue: opts.WatchFilterValue, PollInterval: opts.PollInterval,
+		Recorder: mgr.GetEventRecorder("redfishhost-controller"), PollInterval: opts.PollInterval,
 		RetryInterval: opts.BMCRetryInterval, CheckInterval: opts.BMCCheckInterval, OrphanGracePeriod: opts.OrphanGracePeriod,
 		RestoreGracePeriod: opts.RestoreGracePeriod,
 	}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
@@ -75,12 +72,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	if err := (&machine.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: opts.ClusterCache,
-		Recorder: mgr.GetEventRecorder("redfishmachine-controller"), WatchFilterValue: opts.WatchFilterValue, PollInterval: opts.PollInterval,
+		Recorder: mgr.GetEventRecorder("redfishmachine-controller"), PollInterval: opts.PollInterval,
 	}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 		return err
 	}
 	if err := (&remediation.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), PollInterval: opts.PollInterval}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 		return err
 	}
-	return (&cluster.Reconciler{Client: mgr.GetClient(), WatchFilterValue: opts.WatchFilterValue}).SetupWithManager(ctx, mgr, opts.Controller)
+	return (&cluster.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr, opts.Controller)
 }

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/paused"
-	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -28,8 +27,7 @@ import (
 
 // Reconciler reconciles RedfishClusters.
 type Reconciler struct {
-	Client           client.Client
-	WatchFilterValue string
+	Client client.Client
 }
 
 // SetupWithManager registers the controller.
@@ -38,7 +36,6 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		For(&infrav1.RedfishCluster{}).
 		Named("redfishcluster").
 		WithOptions(opts).
-		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilterValue)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(
 			util.ClusterToInfrastructureMapFunc(ctx, infrav1.GroupVersion.WithKind("RedfishCluster"), mgr.GetClient(), &infrav1.RedfishCluster{}))).
 		Watches(&infrav1.RedfishHost{}, handler.EnqueueRequestsFromMapFunc(r.hostToClusters)).

@@ -26,12 +26,14 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/paused"
-	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
@@ -51,9 +53,8 @@ type Reconciler struct {
 	// BMCs connects to the hosts' BMCs (FromPool in the manager).
 	BMCs BMCs
 	// SeedBaseURL is where hosts reach the seed server (see internal/seed).
-	SeedBaseURL      string
-	Recorder         events.EventRecorder
-	WatchFilterValue string
+	SeedBaseURL string
+	Recorder    events.EventRecorder
 	// PollInterval is how often a host is re-read while waiting on the BMC. Default 2s.
 	PollInterval time.Duration
 	// RetryInterval is how long a host whose BMC is unreachable or refuses its credentials waits
@@ -105,10 +106,18 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		For(&infrav1.RedfishHost{}).
 		Named("redfishhost").
 		WithOptions(opts).
-		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilterValue)).
 		// A machine that appears (recreated by clusterctl move or a restore) or changes wakes the
 		// host its providerID names, and the host its claim is on.
-		Watches(&infrav1.RedfishMachine{}, handler.EnqueueRequestsFromMapFunc(machineToHosts)).
+		// Only what names a host matters: a machine's status changes would each cost its host a
+		// BMC read.
+		Watches(&infrav1.RedfishMachine{}, handler.EnqueueRequestsFromMapFunc(machineToHosts), builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				before, ok1 := e.ObjectOld.(*infrav1.RedfishMachine)
+				after, ok2 := e.ObjectNew.(*infrav1.RedfishMachine)
+				return !ok1 || !ok2 || before.Spec.ProviderID != after.Spec.ProviderID || before.Status.HostRef != after.Status.HostRef
+			},
+			GenericFunc: func(event.GenericEvent) bool { return false },
+		})).
 		Complete(r)
 }
 

@@ -32,10 +32,9 @@ import (
 type Reconciler struct {
 	Client client.Client
 	// APIReader reads Secrets, which the manager does not cache.
-	APIReader        client.Reader
-	ClusterCache     clustercache.ClusterCache
-	Recorder         events.EventRecorder
-	WatchFilterValue string
+	APIReader    client.Reader
+	ClusterCache clustercache.ClusterCache
+	Recorder     events.EventRecorder
 	// PollInterval is how often a machine waiting for a host or a Node looks again. Default 2s.
 	PollInterval time.Duration
 }
@@ -67,7 +66,6 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToMachines),
 			builder.WithPredicates(predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(mgr.GetScheme(), ctrl.LoggerFrom(ctx)))).
 		WithOptions(opts).
-		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilterValue)).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(util.MachineToInfrastructureMapFunc(infrav1.GroupVersion.WithKind("RedfishMachine")))).
 		Watches(&infrav1.RedfishHost{}, handler.EnqueueRequestsFromMapFunc(r.hostToMachines)).
 		Complete(r)
