@@ -420,3 +420,26 @@ func TestRequestsToOneBMCAreLimitedToMaxConcurrentRequests(t *testing.T) {
 		t.Errorf("12 concurrent calls reached the BMC %d at a time, want 3", peak)
 	}
 }
+
+// A host deleted (Forget) while its BMC's login hangs leaves no session behind on the BMC, and the
+// attempt stops instead of running for the whole call timeout.
+func TestForgetDuringAConnectionLeavesNoSession(t *testing.T) {
+	s := newSim(t, simulator.Config{})
+	s.Fault.HangLogins()
+	opts := fastOpts
+	opts.AttemptTimeout, opts.CallTimeout = 5*time.Second, 10*time.Second
+	pool := NewPool(opts)
+	tg := target(s)
+	if _, err := pool.Get(context.Background(), tg); !errors.Is(err, ErrConnecting) {
+		t.Fatalf("Get during a hanging login = %v, want ErrConnecting", err)
+	}
+	pool.Forget(tg.Address)
+	s.Fault.Unhang() // the login the BMC was holding completes now, or was given up
+	waitFor(t, 5*time.Second, "no session on the BMC", func() (bool, any) {
+		n := s.ActiveSessions()
+		return n == 0, n
+	})
+	if n := pool.Len(); n != 0 {
+		t.Errorf("the pool holds %d entries after Forget", n)
+	}
+}

@@ -27,6 +27,9 @@ type poolEntry struct {
 	breaker *breaker
 	// dial is the connection attempt under way, or the failed one whose error the next Get reports.
 	dial *dial
+	// forgotten is set by Forget: the entry is out of the pool, and a Get or an attempt that still
+	// holds it installs nothing in it (a client made then is logged out).
+	forgotten bool
 }
 
 // dial is one connection attempt: service root, system discovery and login, run off the caller's
@@ -34,6 +37,7 @@ type poolEntry struct {
 type dial struct {
 	fingerprint string
 	done        chan struct{}
+	cancel      context.CancelFunc // stops the attempt (Forget, new credentials)
 	client      *client
 	err         error
 }
@@ -48,16 +52,22 @@ func NewPool(opts Options) *Pool {
 // background: when it takes longer than Options.ConnectWait, Get returns ErrConnecting and a later
 // Get returns its outcome (the client, or the error once, after which the next Get tries again).
 func (p *Pool) Get(ctx context.Context, t Target) (Client, error) {
-	p.mu.Lock()
-	e, ok := p.entries[t.Address]
-	if !ok {
-		e = &poolEntry{breaker: newBreaker(p.opts.withDefaults())}
-		p.entries[t.Address] = e
-	}
-	p.mu.Unlock()
-
 	fp := fingerprint(t)
-	e.mu.Lock()
+	var e *poolEntry
+	for {
+		p.mu.Lock()
+		e = p.entries[t.Address]
+		if e == nil {
+			e = &poolEntry{breaker: newBreaker(p.opts.withDefaults())}
+			p.entries[t.Address] = e
+		}
+		p.mu.Unlock()
+		e.mu.Lock()
+		if !e.forgotten {
+			break
+		}
+		e.mu.Unlock() // forgotten since it was looked up: take the pool's current entry
+	}
 	if e.client != nil && e.fingerprint == fp {
 		defer e.mu.Unlock()
 		return e.client, nil
@@ -69,7 +79,8 @@ func (p *Pool) Get(ctx context.Context, t Target) (Client, error) {
 	}
 	d := e.dial
 	if d != nil && d.fingerprint != fp {
-		d, e.dial = nil, nil // made with other credentials: its outcome is discarded
+		d.cancel() // made with other credentials: stopped, its outcome discarded
+		d, e.dial = nil, nil
 	}
 	started := d == nil
 	if started {
@@ -77,9 +88,10 @@ func (p *Pool) Get(ctx context.Context, t Target) (Client, error) {
 			e.mu.Unlock()
 			return nil, ErrCircuitOpen
 		}
-		d = &dial{fingerprint: fp, done: make(chan struct{})}
+		ctx, cancel := context.WithTimeout(context.Background(), p.opts.withDefaults().CallTimeout)
+		d = &dial{fingerprint: fp, done: make(chan struct{}), cancel: cancel}
 		e.dial = d
-		go p.run(e, d, t)
+		go p.run(ctx, e, d, t)
 	}
 	e.mu.Unlock()
 
@@ -104,8 +116,11 @@ func (p *Pool) Get(ctx context.Context, t Target) (Client, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if d.err == nil {
+	switch {
+	case d.err == nil && e.client == d.client:
 		return d.client, nil
+	case d.err == nil:
+		return nil, ErrConnecting // installed, then forgotten or replaced: ask again
 	}
 	if e.dial == d {
 		e.dial = nil // reported: the next Get tries again
@@ -115,13 +130,12 @@ func (p *Pool) Get(ctx context.Context, t Target) (Client, error) {
 
 // run makes the connection of d and installs the client in e, unless e moved on meanwhile
 // (forgotten, or new credentials), in which case the client is logged out.
-func (p *Pool) run(e *poolEntry, d *dial, t Target) {
-	opts := p.opts.withDefaults()
-	ctx, cancel := context.WithTimeout(context.Background(), opts.CallTimeout)
-	defer cancel()
+func (p *Pool) run(ctx context.Context, e *poolEntry, d *dial, t Target) {
+	defer d.cancel()
 	c, err := connect(ctx, t, p.opts, e.breaker)
 	if err == nil {
 		if err = c.tr.ensureSession(ctx); err != nil {
+			c.tr.closeIdle() // a BMC that allows few connections gets them back now
 			err = classify(err)
 		}
 	}
@@ -132,7 +146,7 @@ func (p *Pool) run(e *poolEntry, d *dial, t Target) {
 	if err != nil {
 		return
 	}
-	if e.dial != d {
+	if e.dial != d || e.forgotten {
 		go logoutSoon(c)
 		d.err = ErrConnecting // superseded; the caller asks again
 		return
@@ -153,9 +167,14 @@ func (p *Pool) Forget(address string) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.dial = nil // an attempt under way logs out when it ends
+	e.forgotten = true
+	if e.dial != nil {
+		e.dial.cancel() // an attempt under way stops, and logs out what it made
+		e.dial = nil
+	}
 	if e.client != nil {
 		go logoutSoon(e.client)
+		e.client = nil
 	}
 }
 
@@ -170,6 +189,7 @@ func logoutSoon(c *client) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c.close(ctx)
+	c.tr.closeIdle()
 }
 
 // fingerprint identifies the credentials and TLS settings without keeping them in clear.

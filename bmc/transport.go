@@ -221,6 +221,13 @@ func (t *transport) ensureSession(ctx context.Context) error {
 	return nil
 }
 
+// closeIdle closes the idle connections to the BMC (after a failed login, or a logout).
+func (t *transport) closeIdle() {
+	if ci, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
+}
+
 func (t *transport) hasAuth() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
