@@ -231,7 +231,7 @@ func (r *Reconciler) tryClaim(ctx context.Context, s *scope, h *infrav1.RedfishH
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		ctrl.LoggerFrom(ctx).V(4).Info("lost the race for a host", "RedfishHost", h.Name)
 		if apierrors.IsConflict(err) {
-			metrics.ClaimConflicts.WithLabelValues(h.Namespace).Inc()
+			metrics.ClaimConflicts.WithLabelValues(h.Namespace, r.conflictOutcome(ctx, h)).Inc()
 		}
 		return false, nil
 	case err != nil:
@@ -239,6 +239,16 @@ func (r *Reconciler) tryClaim(ctx context.Context, s *scope, h *infrav1.RedfishH
 	}
 	*h = *claimed
 	return true, nil
+}
+
+// conflictOutcome reads a host whose claim was refused from the API server: "claimed" when
+// another machine holds it now, "changed" otherwise.
+func (r *Reconciler) conflictOutcome(ctx context.Context, h *infrav1.RedfishHost) string {
+	fresh := &infrav1.RedfishHost{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(h), fresh); err == nil && fresh.Status.Claim != nil {
+		return "claimed"
+	}
+	return "changed"
 }
 
 // failureDomainLabel is the host label the cluster's RedfishCluster names for failure domains.

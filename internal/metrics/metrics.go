@@ -33,11 +33,12 @@ var (
 		Name: "caprf_power_operations_total", Help: "Power actions (Redfish reset types) requested; the BMC layer skips one the host already completed.",
 	}, []string{"namespace", "host", "type"})
 
-	// ClaimConflicts counts claims that lost a race: another machine claimed the host first (the
-	// update carrying the resourceVersion read was refused) and the machine tried another.
+	// ClaimConflicts counts claims the API server refused (the host changed since it was read),
+	// by what a fresh read found: "claimed" (another machine won the host) or "changed" (the host
+	// changed otherwise and is still free; the machine tries again).
 	ClaimConflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "caprf_claim_conflicts_total", Help: "Host claims refused because another machine claimed the host first.",
-	}, []string{"namespace"})
+		Name: "caprf_claim_conflicts_total", Help: "Host claims refused because the host changed since it was read, by outcome: claimed (by another machine) or changed.",
+	}, []string{"namespace", "outcome"})
 )
 
 func init() {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"slices"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -46,7 +47,7 @@ var _ = Describe("Placement", Label("placement"), func() {
 		// available host although other hosts are Available.
 		placed := func(md, on string, want int) {
 			GinkgoHelper()
-			Eventually(func(g Gomega) {
+			check := func(g Gomega) {
 				ms := b.machines(md)
 				g.Expect(ms).To(HaveLen(want))
 				var landed, waiting []string
@@ -61,7 +62,9 @@ var _ = Describe("Placement", Label("placement"), func() {
 				}
 				g.Expect(landed).To(Equal([]string{on}), b.dump())
 				g.Expect(waiting).To(HaveLen(want - 1))
-			}).Should(Succeed())
+			}
+			Eventually(check).Should(Succeed())
+			Consistently(check, 2*time.Second).Should(Succeed(), "a waiting Machine took a host outside its selector or zone later")
 		}
 
 		By("a hostSelector: two Machines, one host with the label; the other Machine waits")
