@@ -76,8 +76,8 @@ type World struct {
 	start time.Time
 
 	mu        sync.Mutex
-	templates map[string]string // Machine name → template it was cloned from
-	booted    map[string]string // server ID → image URL its last boot loaded (redirects followed)
+	templates map[string]string      // Machine name → template it was cloned from
+	booted    map[string]bootedImage // server ID → image its last boot loaded (redirects followed)
 }
 
 // Run starts the embedded world, plays the scenario and stops everything it started.

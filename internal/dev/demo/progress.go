@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/bmc"
 	"github.com/caprf/cluster-api-provider-redfish/simulator"
 )
 
@@ -127,15 +128,22 @@ func (w *World) recordBoot(e simulator.BootEvent) {
 	}
 	go func() {
 		if url != "" {
-			url = resolve(url)
+			url = bmc.Redact(resolve(url)) // a seed URL that no longer redirects keeps no token
 		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if w.booted == nil {
-			w.booted = map[string]string{}
+			w.booted = map[string]bootedImage{}
 		}
-		w.booted[e.ServerID] = url
+		if prev, ok := w.booted[e.ServerID]; !ok || !prev.at.After(e.Time) { // the latest boot wins
+			w.booted[e.ServerID] = bootedImage{at: e.Time, url: url}
+		}
 	}()
+}
+
+type bootedImage struct {
+	at  time.Time
+	url string
 }
 
 // resolve follows the redirects of url (the seed server's per-claim `image` answers 302 to the
@@ -160,7 +168,7 @@ func resolve(url string) string {
 func (w *World) bootedImage(server string) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.booted[server]
+	return w.booted[server].url
 }
 
 // Machines lists the namespace's Machines with their host, template and the image its host booted.
