@@ -18,6 +18,9 @@ func (c *client) bios(ctx context.Context) (*schemas.Bios, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading BIOS: %w", classify(err))
 	}
+	if b == nil {
+		return nil, fmt.Errorf("%w: system %s has no Bios resource", ErrNotSupported, c.systemPath)
+	}
 	return b, nil
 }
 

@@ -174,6 +174,10 @@ func connect(ctx context.Context, t Target, opts Options, br *breaker) (*client,
 	c := &client{api: api, tr: tr, systemPath: addr.SystemPath, opts: opts}
 	if c.systemPath == "" {
 		if err := c.discoverSystem(ctx); err != nil {
+			// Listing the systems logged in: a connection retried every reconcile must not
+			// fill the BMC's session table.
+			c.close(ctx)
+			c.tr.closeIdle()
 			return nil, err
 		}
 	}

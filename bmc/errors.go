@@ -14,6 +14,9 @@ var (
 	// ErrConnecting means the connection to the BMC (service root, login) is still being made
 	// in the background; ask again shortly.
 	ErrConnecting = errors.New("connecting to the BMC")
+	// ErrNotSupported means the BMC does not offer what was asked (no Bios resource, no
+	// UpdateService, …): not a failure to retry.
+	ErrNotSupported = errors.New("not supported by this BMC")
 	// ErrConflict means the BMC refused the operation because the resource is busy (HTTP 409),
 	// typically a power transition in progress. Try again later.
 	ErrConflict = errors.New("the BMC is busy with another operation (409 Conflict)")

@@ -32,6 +32,9 @@ func (c *client) UpdateFirmware(ctx context.Context, imageURI string, target Fir
 	if err != nil {
 		return "", fmt.Errorf("reading UpdateService: %w", classify(err))
 	}
+	if us == nil {
+		return "", fmt.Errorf("%w: the service root has no UpdateService", ErrNotSupported)
+	}
 	var targets []string
 	if target == FirmwareBMC {
 		sys, err := c.system(ctx)

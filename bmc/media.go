@@ -2,7 +2,6 @@ package bmc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -63,7 +62,7 @@ func (c *client) slots(ctx context.Context) (cd, seed *schemas.VirtualMedia, err
 		}
 	}
 	if cd == nil {
-		return nil, nil, errors.New("the BMC offers no CD/DVD virtual media")
+		return nil, nil, fmt.Errorf("%w: the BMC offers no CD/DVD virtual media", ErrNotSupported)
 	}
 	// A device made for data first, a second CD last.
 	for _, types := range [][]schemas.VirtualMediaType{

@@ -49,8 +49,15 @@ func (s *Server) routes() http.Handler {
 	static("/redfish", func() map[string]any { return map[string]any{"v1": "/redfish/v1/"} })
 	static(rootPath, s.serviceRoot)
 	static(rootPath+"/Systems", func() map[string]any {
-		return collection(rootPath+"/Systems", "#ComputerSystemCollection.ComputerSystemCollection", "Systems", []any{link(systemPath)})
+		members := []any{link(systemPath)}
+		for i := 2; i <= s.cfg.Profile.systems(); i++ {
+			members = append(members, link(fmt.Sprintf("%s/Systems/%d", rootPath, i)))
+		}
+		return collection(rootPath+"/Systems", "#ComputerSystemCollection.ComputerSystemCollection", "Systems", members)
 	})
+	for i := 2; i <= s.cfg.Profile.systems(); i++ {
+		static(fmt.Sprintf("%s/Systems/%d", rootPath, i), func() map[string]any { return s.bladeSystem(i) })
+	}
 	static(systemPath, s.system)
 	mux.HandleFunc("PATCH "+systemPath, s.patchSystem)
 	mux.HandleFunc("POST "+resetTarget, s.postReset)
@@ -71,20 +78,49 @@ func (s *Server) routes() http.Handler {
 		return collection(systemPath+"/Memory", "#MemoryCollection.MemoryCollection", "Memory", members)
 	})
 	mux.HandleFunc("GET "+systemPath+"/Memory/{id}", s.memory)
+	if !s.cfg.Profile.NoNICs {
+		s.nicRoutes(mux, static)
+	}
+	if s.cfg.Profile.SimpleStorageOnly {
+		static(systemPath+"/SimpleStorage", func() map[string]any {
+			return collection(systemPath+"/SimpleStorage", "#SimpleStorageCollection.SimpleStorageCollection", "Simple Storage", []any{link(systemPath + "/SimpleStorage/1")})
+		})
+		static(systemPath+"/SimpleStorage/1", s.simpleStorage)
+	} else {
+		s.storageRoutes(mux, static)
+	}
+	if s.cfg.Profile.mediaUnderSystem() {
+		static(systemPath+"/VirtualMedia", func() map[string]any {
+			return collection(systemPath+"/VirtualMedia", "#VirtualMediaCollection.VirtualMediaCollection", "Virtual Media", s.mediaLinks())
+		})
+	}
+	if !s.cfg.Profile.NoBios {
+		s.biosRoutes(mux, static)
+	}
+	s.otherRoutes(mux, static)
+	return withTrailingSlash(mux)
+}
+
+type staticFunc func(pattern string, body func() map[string]any)
+
+func (s *Server) nicRoutes(mux *http.ServeMux, static staticFunc) {
 	static(systemPath+"/EthernetInterfaces", func() map[string]any {
 		return collection(systemPath+"/EthernetInterfaces", "#EthernetInterfaceCollection.EthernetInterfaceCollection", "Ethernet Interfaces",
 			[]any{link(systemPath + "/EthernetInterfaces/NIC1"), link(systemPath + "/EthernetInterfaces/NIC2")})
 	})
 	mux.HandleFunc("GET "+systemPath+"/EthernetInterfaces/{id}", s.nic)
+}
+
+func (s *Server) storageRoutes(mux *http.ServeMux, static staticFunc) {
 	static(systemPath+"/Storage", func() map[string]any {
 		return collection(systemPath+"/Storage", "#StorageCollection.StorageCollection", "Storage", []any{link(storagePath)})
 	})
 	static(storagePath, s.storage)
 	mux.HandleFunc("GET "+storagePath+"/Drives/{id}", s.drive)
 	mux.HandleFunc("POST "+storagePath+"/Drives/{id}/Actions/Drive.SecureErase", s.secureErase)
-	static(systemPath+"/VirtualMedia", func() map[string]any {
-		return collection(systemPath+"/VirtualMedia", "#VirtualMediaCollection.VirtualMediaCollection", "Virtual Media", s.mediaLinks())
-	})
+}
+
+func (s *Server) biosRoutes(mux *http.ServeMux, static staticFunc) {
 	static(biosPath, s.biosResource)
 	static(biosPath+"/Settings", s.biosSettings)
 	mux.HandleFunc("PATCH "+biosPath+"/Settings", s.patchBiosSettings)
@@ -101,15 +137,22 @@ func (s *Server) routes() http.Handler {
 			"Name": "BIOS Attribute Registry", "Language": "en", "OwningEntity": "CAPRF", "RegistryVersion": "1.0.0",
 			"RegistryEntries": map[string]any{"Attributes": biosRegistry}}
 	})
+}
 
+func (s *Server) otherRoutes(mux *http.ServeMux, static staticFunc) {
 	static(rootPath+"/Managers", func() map[string]any {
 		return collection(rootPath+"/Managers", "#ManagerCollection.ManagerCollection", "Managers", []any{link(managerPath)})
 	})
 	static(managerPath, s.manager)
-	static(mediaRoot, func() map[string]any {
-		return collection(mediaRoot, "#VirtualMediaCollection.VirtualMediaCollection", "Virtual Media", s.mediaLinks())
-	})
+	if s.cfg.Profile.mediaUnderManager() {
+		static(mediaRoot, func() map[string]any {
+			return collection(mediaRoot, "#VirtualMediaCollection.VirtualMediaCollection", "Virtual Media", s.mediaLinks())
+		})
+	}
 	for _, slot := range s.state.media {
+		if !s.cfg.Profile.hasMedia() {
+			break
+		}
 		p := mediaRoot + "/" + slot.id
 		static(p, func() map[string]any { return s.virtualMedia(slot) })
 		mux.HandleFunc("PATCH "+p, func(w http.ResponseWriter, r *http.Request) { s.patchVirtualMedia(w, r, slot) })
@@ -137,6 +180,16 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET "+sessionsPath+"/{id}", s.getSession)
 	mux.HandleFunc("DELETE "+sessionsPath+"/{id}", s.deleteSession)
 
+	if !s.cfg.Profile.NoUpdateService {
+		s.updateRoutes(mux, static)
+	}
+	s.taskRoutes(mux, static)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", fmt.Sprintf("The resource at the URI %s was not found.", r.URL.Path))
+	})
+}
+
+func (s *Server) updateRoutes(mux *http.ServeMux, static staticFunc) {
 	static(updatePath, func() map[string]any {
 		return map[string]any{"@odata.id": updatePath, "@odata.type": "#UpdateService.v1_11_0.UpdateService", "Id": "UpdateService",
 			"Name": "Update Service", "ServiceEnabled": true, "FirmwareInventory": link(firmwarePath),
@@ -150,6 +203,9 @@ func (s *Server) routes() http.Handler {
 			[]any{link(firmwarePath + "/BIOS"), link(firmwarePath + "/BMC")})
 	})
 	mux.HandleFunc("GET "+firmwarePath+"/{id}", s.firmware)
+}
+
+func (s *Server) taskRoutes(mux *http.ServeMux, static staticFunc) {
 	static(rootPath+"/TaskService", func() map[string]any {
 		return map[string]any{"@odata.id": rootPath + "/TaskService", "@odata.type": "#TaskService.v1_2_0.TaskService", "Id": "TaskService",
 			"Name": "Task Service", "ServiceEnabled": true, "Tasks": link(tasksPath)}
@@ -157,11 +213,6 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET "+tasksPath, s.taskCollection)
 	mux.HandleFunc("GET "+tasksPath+"/{id}", s.getTask)
 	mux.HandleFunc("GET "+monitorPrefix+"{id}", s.taskMonitor)
-
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", fmt.Sprintf("The resource at the URI %s was not found.", r.URL.Path))
-	})
-	return withTrailingSlash(mux)
 }
 
 // withTrailingSlash serves /path/ like /path, as BMCs do.
@@ -177,7 +228,7 @@ func withTrailingSlash(next http.Handler) http.Handler {
 }
 
 func (s *Server) serviceRoot() map[string]any {
-	return map[string]any{
+	root := map[string]any{
 		"@odata.id": rootPath, "@odata.type": "#ServiceRoot.v1_15_0.ServiceRoot", "Id": "RootService",
 		"Name": "Root Service", "RedfishVersion": "1.17.0", "UUID": s.state.uuid,
 		"Systems": link(rootPath + "/Systems"), "Chassis": link(rootPath + "/Chassis"), "Managers": link(rootPath + "/Managers"),
@@ -186,6 +237,33 @@ func (s *Server) serviceRoot() map[string]any {
 		"Links":                     map[string]any{"Sessions": link(sessionsPath)},
 		"ProtocolFeaturesSupported": map[string]any{"ExpandQuery": map[string]any{"ExpandAll": false}},
 	}
+	if s.cfg.Profile.NoUpdateService {
+		delete(root, "UpdateService")
+	}
+	return root
+}
+
+// bladeSystem is system i of a bladed BMC: its identity and power, nothing else.
+func (s *Server) bladeSystem(i int) map[string]any {
+	p := fmt.Sprintf("%s/Systems/%d", rootPath, i)
+	return map[string]any{"@odata.id": p, "@odata.type": "#ComputerSystem.v1_20_0.ComputerSystem", "Id": fmt.Sprint(i), "Name": fmt.Sprintf("Blade %d", i),
+		"SystemType": "Physical", "Manufacturer": "CAPRF", "Model": "SimBlade", "SerialNumber": fmt.Sprintf("SN-%s-%d", s.cfg.ID, i),
+		"PowerState": PowerOff, "Status": map[string]any{"State": "Enabled", "Health": "OK"},
+		"Links": map[string]any{"ManagedBy": []any{link(managerPath)}}}
+}
+
+// simpleStorage lists the drives as SimpleStorage devices: no Drive resources, no erase.
+func (s *Server) simpleStorage() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	devices := []any{}
+	for _, d := range s.state.drives {
+		devices = append(devices, map[string]any{"Name": d.id, "Model": d.model, "CapacityBytes": d.capacity,
+			"Status": map[string]any{"State": "Enabled", "Health": "OK"}})
+	}
+	p := systemPath + "/SimpleStorage/1"
+	return map[string]any{"@odata.id": p, "@odata.type": "#SimpleStorage.v1_3_1.SimpleStorage", "Id": "1", "Name": "Simple Storage Controller",
+		"UefiDevicePath": "PciRoot(0x0)/Pci(0x17,0x0)", "Devices": devices, "Status": map[string]any{"State": "Enabled", "Health": "OK"}}
 }
 
 func (s *Server) system() map[string]any {
@@ -196,7 +274,7 @@ func (s *Server) system() map[string]any {
 	if s.Fault.powerInverted() {
 		power = map[string]string{PowerOn: PowerOff, PowerOff: PowerOn, PowerPoweringOn: PowerOff, PowerPoweringOff: PowerOn}[power]
 	}
-	return map[string]any{
+	sys := map[string]any{
 		"@odata.id": systemPath, "@odata.type": "#ComputerSystem.v1_20_0.ComputerSystem", "Id": "1", "Name": "System",
 		"SystemType": "Physical", "Manufacturer": "CAPRF", "Model": "SimServer 1U", "SerialNumber": "SN-" + s.cfg.ID,
 		"UUID": st.uuid, "HostName": "", "PowerState": power, "BiosVersion": st.biosVersion,
@@ -224,6 +302,21 @@ func (s *Server) system() map[string]any {
 		}},
 		"Links": map[string]any{"Chassis": []any{link(chassisPath)}, "ManagedBy": []any{link(managerPath)}},
 	}
+	pr := s.cfg.Profile
+	if pr.NoNICs {
+		delete(sys, "EthernetInterfaces")
+	}
+	if pr.SimpleStorageOnly {
+		delete(sys, "Storage")
+		sys["SimpleStorage"] = link(systemPath + "/SimpleStorage")
+	}
+	if !pr.mediaUnderSystem() {
+		delete(sys, "VirtualMedia")
+	}
+	if pr.NoBios {
+		delete(sys, "Bios")
+	}
+	return sys
 }
 
 func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) {
@@ -399,11 +492,15 @@ func (s *Server) secureErase(w http.ResponseWriter, r *http.Request) {
 func (s *Server) manager() map[string]any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return map[string]any{"@odata.id": managerPath, "@odata.type": "#Manager.v1_19_0.Manager", "Id": "BMC", "Name": "Manager",
+	m := map[string]any{"@odata.id": managerPath, "@odata.type": "#Manager.v1_19_0.Manager", "Id": "BMC", "Name": "Manager",
 		"ManagerType": "BMC", "FirmwareVersion": s.state.bmcVersion, "UUID": s.state.uuid,
 		"Status":       map[string]any{"State": "Enabled", "Health": "OK"},
 		"VirtualMedia": link(managerPath + "/VirtualMedia"),
 		"Links":        map[string]any{"ManagerForServers": []any{link(systemPath)}, "ManagerForChassis": []any{link(chassisPath)}}}
+	if !s.cfg.Profile.mediaUnderManager() {
+		delete(m, "VirtualMedia")
+	}
+	return m
 }
 
 func (s *Server) mediaLinks() []any {

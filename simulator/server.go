@@ -47,6 +47,8 @@ type Config struct {
 	TLS bool
 	// PoweredOn starts the server powered on.
 	PoweredOn bool
+	// Profile is the BMC's shape (see Profiles). Zero: the DMTF-like default.
+	Profile Profile
 }
 
 // Server is one simulated BMC with the system it manages.
@@ -91,6 +93,9 @@ type Stats struct {
 func New(cfg Config) (*Server, error) {
 	if cfg.ID == "" {
 		return nil, fmt.Errorf("simulator: server ID is required")
+	}
+	if err := cfg.Profile.validate(); err != nil {
+		return nil, err
 	}
 	if cfg.Username == "" {
 		cfg.Username = "admin"

@@ -1,0 +1,103 @@
+package bmc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caprf/cluster-api-provider-redfish/simulator"
+)
+
+// Every Client method against every BMC shape the simulator offers: no panic, a missing capability
+// is a typed error (ErrNotSupported, ErrNoSeedSlot, ErrNothingToErase), and one session serves the
+// whole run.
+func TestEveryMethodOnEveryProfile(t *testing.T) {
+	ctx := context.Background()
+	const image, seed = "http://images.example/os.iso", "http://seed.example/v1/ns/m/tok/cidata.iso"
+	typed := []error{ErrNotSupported, ErrNoSeedSlot, ErrNothingToErase}
+	for _, name := range simulator.ProfileNames() {
+		t.Run(name, func(t *testing.T) {
+			s := newSim(t, simulator.Config{Profile: simulator.Profiles[name]})
+			pool := NewPool(Options{})
+			c, err := settle(t, pool, target(s))
+			if err != nil {
+				t.Fatalf("connect: %v", err)
+			}
+			calls := []struct {
+				name string
+				call func() error
+			}{
+				{"Check", func() error { return c.Check(ctx) }},
+				{"Inventory", func() error { _, err := c.Inventory(ctx); return err }},
+				{"PowerState", func() error { _, err := c.PowerState(ctx); return err }},
+				{"Reset(On)", func() error { return c.Reset(ctx, ResetOn) }},
+				{"Reset(ForceOff)", func() error { waitPower(t, c, PowerOn); return c.Reset(ctx, ResetForceOff) }},
+				{"SetBootOverride(Pxe)", func() error { return c.SetBootOverride(ctx, BootOverride{Target: BootPxe}) }},
+				{"SetBootOverride(Cd)", func() error { return c.SetBootOverride(ctx, BootOverride{Target: BootCd}) }},
+				{"InsertMedia(image, seed)", func() error { return c.InsertMedia(ctx, image, seed) }},
+				{"InsertMedia(seed)", func() error { return c.InsertMedia(ctx, "", seed) }},
+				{"EjectMedia", func() error { return c.EjectMedia(ctx, "") }},
+				{"BIOSAttributes", func() error { _, err := c.BIOSAttributes(ctx); return err }},
+				{"SetBIOSAttributes", func() error { return c.SetBIOSAttributes(ctx, map[string]any{"BootMode": "Uefi"}) }},
+				{"UpdateFirmware", func() error {
+					_, err := c.UpdateFirmware(ctx, "http://images.example/bios.bin", FirmwareBIOS)
+					return err
+				}},
+				{"EraseDrives", func() error { _, err := c.EraseDrives(ctx); return err }},
+				{"ErasesInProgress", func() error { _, err := c.ErasesInProgress(ctx, nil); return err }},
+				{"TaskStatus(\"\")", func() error {
+					if _, err := c.TaskStatus(ctx, ""); err == nil {
+						return errors.New("read an empty task URI without an error")
+					}
+					return nil
+				}},
+			}
+			for _, tc := range calls {
+				err := func() (err error) {
+					defer func() {
+						if p := recover(); p != nil {
+							err = fmt.Errorf("panic: %v", p)
+						}
+					}()
+					return tc.call()
+				}()
+				if err != nil && !isOneOf(err, typed) {
+					t.Errorf("%s: %v (want success or one of %v)", tc.name, err, typed)
+				}
+			}
+			if n := s.Stats().SessionsCreated; n != 1 {
+				t.Errorf("%d sessions created, want 1", n)
+			}
+		})
+	}
+}
+
+func isOneOf(err error, targets []error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// A connection that fails after logging in (a BMC managing several systems, none named in the
+// address) deletes its session: retried every reconcile, it would fill the BMC's session table.
+func TestFailedConnectLeavesNoSession(t *testing.T) {
+	s := newSim(t, simulator.Config{Profile: simulator.Profiles["bladed"]})
+	tg := target(s)
+	tg.Address = strings.TrimSuffix(tg.Address, "/redfish/v1/Systems/1")
+	pool := NewPool(Options{})
+	for range 3 {
+		if _, err := settle(t, pool, tg); err == nil || !strings.Contains(err.Error(), "manages 4 systems") {
+			t.Fatalf("connect without a system = %v, want the count of systems", err)
+		}
+	}
+	waitFor(t, 5*time.Second, "no session left on the BMC", func() (bool, any) {
+		n := s.ActiveSessions()
+		return n == 0, n
+	})
+}

@@ -1,0 +1,76 @@
+package simulator
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+)
+
+// Profile is the shape of a simulated BMC: which resources it has and where. The zero value is the
+// DMTF-like default (one system; Storage with erasable drives; BIOS with an attribute registry;
+// virtual media listed under the system and the manager; UpdateService and TaskService).
+type Profile struct {
+	// Name identifies the profile (see Profiles).
+	Name string
+	// Systems is how many systems the BMC manages (a bladed chassis: several). Only the first
+	// is a full server; the others answer with their identity and power state. Default 1.
+	Systems int
+	// NoBios: the system has no Bios resource.
+	NoBios bool
+	// NoUpdateService: the service root has no UpdateService.
+	NoUpdateService bool
+	// NoNICs: the system lists no EthernetInterfaces.
+	NoNICs bool
+	// SimpleStorageOnly: the drives are listed only as SimpleStorage devices (no Storage, no
+	// Drive resources, nothing to erase).
+	SimpleStorageOnly bool
+	// Media says where virtual media is listed: "" (under the system and the manager),
+	// "system", "manager" or "none".
+	Media string
+}
+
+// Profiles are the BMC shapes the simulator offers, by name.
+var Profiles = map[string]Profile{
+	"dmtf": {Name: "dmtf"},
+	// One system whose drives are SimpleStorage devices, virtual media under the system.
+	"simple-storage": {Name: "simple-storage", SimpleStorageOnly: true, Media: "system"},
+	// Storage with drives, virtual media only under the manager.
+	"manager-media": {Name: "manager-media", Media: "manager"},
+	// A bladed BMC: four systems, and no BIOS, NICs, virtual media or UpdateService.
+	"bladed": {Name: "bladed", Systems: 4, NoBios: true, NoNICs: true, Media: "none", NoUpdateService: true},
+}
+
+// ProfileNames lists the profiles' names, sorted.
+func ProfileNames() []string {
+	names := make([]string, 0, len(Profiles))
+	for n := range Profiles {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ProfileNamed returns the profile of that name.
+func ProfileNamed(name string) (Profile, error) {
+	p, ok := Profiles[name]
+	if !ok {
+		return Profile{}, fmt.Errorf("unknown simulator profile %q (known: %v)", name, ProfileNames())
+	}
+	return p, nil
+}
+
+func (p Profile) systems() int { return max(p.Systems, 1) }
+
+func (p Profile) mediaUnderSystem() bool { return p.Media == "" || p.Media == "system" }
+
+func (p Profile) mediaUnderManager() bool { return p.Media == "" || p.Media == "manager" }
+
+func (p Profile) hasMedia() bool { return p.Media != "none" }
+
+// validate refuses combinations the simulator cannot serve.
+func (p Profile) validate() error {
+	if !slices.Contains([]string{"", "system", "manager", "none"}, p.Media) {
+		return fmt.Errorf("simulator profile %q: Media %q is not one of system, manager, none", p.Name, p.Media)
+	}
+	return nil
+}
