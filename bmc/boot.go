@@ -3,6 +3,7 @@ package bmc
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/stmcginnis/gofish/schemas"
 )
@@ -31,6 +32,10 @@ type BootOverride struct {
 	Continuous bool
 }
 
+// SetBootOverride sets the override with one PATCH shaped by what the system declares: the target
+// must be among its BootSourceOverrideTarget@Redfish.AllowableValues (when it lists them), the
+// mode is sent only to a system that has BootSourceOverrideMode, and a URI left by an earlier UEFI
+// HTTP boot is cleared.
 func (c *client) SetBootOverride(ctx context.Context, o BootOverride) error {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
@@ -38,23 +43,39 @@ func (c *client) SetBootOverride(ctx context.Context, o BootOverride) error {
 	if err != nil {
 		return err
 	}
-	b := &schemas.Boot{
-		BootSourceOverrideEnabled: schemas.OnceBootSourceOverrideEnabled,
-		BootSourceOverrideTarget:  schemas.BootSource(o.Target),
-		BootSourceOverrideMode:    schemas.UEFIBootSourceOverrideMode,
-		HTTPBootURI:               o.HTTPBootURI,
+	cur := sys.Boot
+	if allowed := cur.AllowableBootSourceOverrideTargetValues; len(allowed) > 0 && !slices.Contains(allowed, schemas.BootSource(o.Target)) {
+		return fmt.Errorf("%w: boot target %s (system %s allows %v)", ErrNotSupported, o.Target, c.systemPath, allowed)
+	}
+	boot := map[string]any{
+		"BootSourceOverrideEnabled": schemas.OnceBootSourceOverrideEnabled,
+		"BootSourceOverrideTarget":  o.Target,
 	}
 	if o.Continuous {
-		b.BootSourceOverrideEnabled = schemas.ContinuousBootSourceOverrideEnabled
-	}
-	if o.Legacy {
-		b.BootSourceOverrideMode = schemas.LegacyBootSourceOverrideMode
+		boot["BootSourceOverrideEnabled"] = schemas.ContinuousBootSourceOverrideEnabled
 	}
 	if o.Target == BootNone {
-		b.BootSourceOverrideEnabled = schemas.DisabledBootSourceOverrideEnabled
+		boot["BootSourceOverrideEnabled"] = schemas.DisabledBootSourceOverrideEnabled
 	}
-	if err := sys.SetBoot(b); err != nil {
+	if cur.BootSourceOverrideMode != "" {
+		mode := schemas.UEFIBootSourceOverrideMode
+		if o.Legacy {
+			mode = schemas.LegacyBootSourceOverrideMode
+		}
+		boot["BootSourceOverrideMode"] = mode
+	} else if o.Legacy {
+		return fmt.Errorf("%w: legacy boot mode (system %s has no BootSourceOverrideMode)", ErrNotSupported, c.systemPath)
+	}
+	switch {
+	case o.Target == BootUefiHTTP:
+		boot["HttpBootUri"] = o.HTTPBootURI
+	case cur.HTTPBootURI != "":
+		boot["HttpBootUri"] = nil // a stale URI of an earlier UEFI HTTP boot
+	}
+	resp, err := c.with(ctx).Patch(sys.ODataID, map[string]any{"Boot": boot})
+	if err != nil {
 		return fmt.Errorf("setting boot override %s: %w", o.Target, classify(err))
 	}
+	_ = resp.Body.Close()
 	return nil
 }

@@ -101,3 +101,36 @@ func TestFailedConnectLeavesNoSession(t *testing.T) {
 		return n == 0, n
 	})
 }
+
+// A boot override goes only to a target the system allows, carries the boot mode only where the
+// system has it, and a network boot after a UEFI HTTP one leaves no stale boot URI.
+func TestBootOverrideFollowsWhatTheSystemOffers(t *testing.T) {
+	ctx := context.Background()
+	t.Run("a system without UefiHttp and without a boot mode", func(t *testing.T) {
+		s := newSim(t, simulator.Config{Profile: simulator.Profiles["simple-storage"]})
+		c := connectTo(t, s, Options{})
+		err := c.SetBootOverride(ctx, BootOverride{Target: BootUefiHTTP, HTTPBootURI: "http://seed.example/image"})
+		if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "UefiHttp") {
+			t.Errorf("UefiHttp on a system that does not allow it = %v, want ErrNotSupported naming it", err)
+		}
+		if err := c.SetBootOverride(ctx, BootOverride{Target: BootPxe}); err != nil {
+			t.Fatalf("Pxe without a boot mode property: %v", err)
+		}
+		if enabled, target, _, _ := s.BootOverride(); enabled != "Once" || target != "Pxe" {
+			t.Errorf("boot override %s/%s, want Once/Pxe", enabled, target)
+		}
+	})
+	t.Run("Pxe after UefiHttp", func(t *testing.T) {
+		s := newSim(t, simulator.Config{})
+		c := connectTo(t, s, Options{})
+		if err := c.SetBootOverride(ctx, BootOverride{Target: BootUefiHTTP, HTTPBootURI: "http://seed.example/v1/ns/m/tok/image"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetBootOverride(ctx, BootOverride{Target: BootPxe}); err != nil {
+			t.Fatal(err)
+		}
+		if _, target, mode, uri := s.BootOverride(); target != "Pxe" || mode != "UEFI" || uri != "" {
+			t.Errorf("target %s mode %s boot URI %q, want Pxe, UEFI and no URI", target, mode, uri)
+		}
+	})
+}

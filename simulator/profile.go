@@ -27,13 +27,30 @@ type Profile struct {
 	// Media says where virtual media is listed: "" (under the system and the manager),
 	// "system", "manager" or "none".
 	Media string
+	// BootTargets are the boot override targets the system allows (its
+	// BootSourceOverrideTarget@Redfish.AllowableValues); others are refused. Default: None, Pxe,
+	// Cd, Hdd, UefiHttp, BiosSetup.
+	BootTargets []string
+	// NoBootMode: the system has no BootSourceOverrideMode property and refuses a PATCH that sets it.
+	NoBootMode bool
+}
+
+var defaultBootTargets = []string{"None", "Pxe", "Cd", "Hdd", "UefiHttp", "BiosSetup"}
+
+func (p Profile) bootTargets() []string {
+	if len(p.BootTargets) == 0 {
+		return defaultBootTargets
+	}
+	return p.BootTargets
 }
 
 // Profiles are the BMC shapes the simulator offers, by name.
 var Profiles = map[string]Profile{
 	"dmtf": {Name: "dmtf"},
-	// One system whose drives are SimpleStorage devices, virtual media under the system.
-	"simple-storage": {Name: "simple-storage", SimpleStorageOnly: true, Media: "system"},
+	// An older single system: drives as SimpleStorage devices, virtual media under the system, no
+	// UEFI HTTP boot and no boot mode property.
+	"simple-storage": {Name: "simple-storage", SimpleStorageOnly: true, Media: "system",
+		BootTargets: []string{"None", "Pxe", "Cd", "Hdd", "BiosSetup"}, NoBootMode: true},
 	// Storage with drives, virtual media only under the manager.
 	"manager-media": {Name: "manager-media", Media: "manager"},
 	// A bladed BMC: four systems, and no BIOS, NICs, virtual media or UpdateService.

@@ -292,7 +292,7 @@ func (s *Server) system() map[string]any {
 			"BootSourceOverrideTarget":                          st.boot.target,
 			"BootSourceOverrideMode":                            st.boot.mode,
 			"HttpBootUri":                                       st.boot.httpURI,
-			"BootSourceOverrideTarget@Redfish.AllowableValues":  []string{"None", "Pxe", "Cd", "Hdd", "UefiHttp", "BiosSetup"},
+			"BootSourceOverrideTarget@Redfish.AllowableValues":  s.cfg.Profile.bootTargets(),
 			"BootSourceOverrideEnabled@Redfish.AllowableValues": []string{"Disabled", "Once", "Continuous"},
 			"BootSourceOverrideMode@Redfish.AllowableValues":    []string{"UEFI", "Legacy"},
 		},
@@ -316,6 +316,11 @@ func (s *Server) system() map[string]any {
 	if pr.NoBios {
 		delete(sys, "Bios")
 	}
+	if pr.NoBootMode {
+		boot := sys["Boot"].(map[string]any)
+		delete(boot, "BootSourceOverrideMode")
+		delete(boot, "BootSourceOverrideMode@Redfish.AllowableValues")
+	}
 	return sys
 }
 
@@ -325,7 +330,7 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) {
 			BootSourceOverrideEnabled *string
 			BootSourceOverrideTarget  *string
 			BootSourceOverrideMode    *string
-			HTTPBootURI               *string `json:"HttpBootUri"`
+			HTTPBootURI               json.RawMessage `json:"HttpBootUri"` // null clears it
 		}
 	}
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
@@ -344,11 +349,15 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) {
 			next.enabled = *b.BootSourceOverrideEnabled
 		}
 		if b.BootSourceOverrideTarget != nil {
-			if !oneOf(*b.BootSourceOverrideTarget, "None", "Pxe", "Cd", "Hdd", "UefiHttp", "BiosSetup") {
+			if !oneOf(*b.BootSourceOverrideTarget, s.cfg.Profile.bootTargets()...) {
 				writeError(w, 400, "Base.1.8.PropertyValueNotInList", "BootSourceOverrideTarget value not allowed.")
 				return
 			}
 			next.target = *b.BootSourceOverrideTarget
+		}
+		if b.BootSourceOverrideMode != nil && s.cfg.Profile.NoBootMode {
+			writeError(w, 400, "Base.1.8.PropertyUnknown", "The property BootSourceOverrideMode is not in the list of valid properties for the resource.")
+			return
 		}
 		if b.BootSourceOverrideMode != nil {
 			if !oneOf(*b.BootSourceOverrideMode, "UEFI", "Legacy") {
@@ -357,8 +366,16 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) {
 			}
 			next.mode = *b.BootSourceOverrideMode
 		}
-		if b.HTTPBootURI != nil {
-			next.httpURI = *b.HTTPBootURI
+		if len(b.HTTPBootURI) > 0 {
+			var uri *string
+			if err := json.Unmarshal(b.HTTPBootURI, &uri); err != nil {
+				writeError(w, 400, "Base.1.8.PropertyValueTypeError", "HttpBootUri must be a string or null.")
+				return
+			}
+			next.httpURI = ""
+			if uri != nil {
+				next.httpURI = *uri
+			}
 		}
 		s.state.boot = next
 	}

@@ -270,6 +270,14 @@ func (s *Server) Media() map[string]string {
 	return out
 }
 
+// BootOverride returns the boot override the system holds: enabled, target, mode, HTTP boot URI.
+func (s *Server) BootOverride() (enabled, target, mode, httpURI string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.state.boot
+	return b.enabled, b.target, b.mode, b.httpURI
+}
+
 // MACs returns the system's NIC MAC addresses, boot NIC first.
 func (s *Server) MACs() []string { return append([]string(nil), s.state.macs...) }
 
