@@ -2,7 +2,9 @@ package bmc
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -79,20 +81,67 @@ func (c *client) slots(ctx context.Context) (cd, seed *schemas.VirtualMedia, err
 }
 
 // insert puts image into m, ejecting what else it holds; no-op when it already holds image.
-func insert(m *schemas.VirtualMedia, image string) error {
+func (c *client) insert(ctx context.Context, m *schemas.VirtualMedia, image string) error {
 	inserted := m.Inserted != nil && *m.Inserted
 	if inserted && m.Image == image {
 		return nil
 	}
 	if inserted {
-		if _, err := m.EjectMedia(); err != nil {
-			return fmt.Errorf("ejecting %s before inserting: %w", m.ID, classify(err))
+		if err := c.eject(ctx, m); err != nil {
+			return fmt.Errorf("ejecting %s before inserting: %w", m.ID, err)
 		}
 	}
-	yes := true
-	if _, err := m.InsertMedia(&schemas.VirtualMediaInsertMediaParameters{Image: image, Inserted: &yes, WriteProtected: &yes}); err != nil {
-		return fmt.Errorf("inserting virtual media into %s: %w", m.ID, classify(err))
+	// By the action where the BMC offers it (a POST without If-Match: some BMCs answer 412 to
+	// an action carrying one), else by PATCHing the resource.
+	var err error
+	if m.SupportsMediaInsert {
+		err = c.send(ctx, http.MethodPost, actionTarget(m, "#VirtualMedia.InsertMedia"), map[string]any{"Image": image, "Inserted": true, "WriteProtected": true})
+	} else {
+		err = c.send(ctx, http.MethodPatch, m.ODataID, map[string]any{"Image": image, "Inserted": true, "WriteProtected": true})
 	}
+	if err != nil {
+		return fmt.Errorf("inserting virtual media into %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// eject detaches m and clears its image: by the EjectMedia action where offered, else by a PATCH
+// that clears Image too (a PATCH of Inserted alone leaves the image behind on such BMCs).
+func (c *client) eject(ctx context.Context, m *schemas.VirtualMedia) error {
+	if m.SupportsMediaEject {
+		return c.send(ctx, http.MethodPost, actionTarget(m, "#VirtualMedia.EjectMedia"), map[string]any{})
+	}
+	return c.send(ctx, http.MethodPatch, m.ODataID, map[string]any{"Image": nil, "Inserted": false})
+}
+
+// actionTarget reads the target URI of an action from the resource's raw JSON.
+func actionTarget(m *schemas.VirtualMedia, action string) string {
+	var raw struct {
+		Actions map[string]struct {
+			Target string `json:"target"`
+		}
+	}
+	_ = json.Unmarshal(m.RawData, &raw)
+	if t := raw.Actions[action].Target; t != "" {
+		return t
+	}
+	return m.ODataID + "/Actions/" + strings.TrimPrefix(action, "#")
+}
+
+// send makes one request with a JSON body and no If-Match, and drains the answer.
+func (c *client) send(ctx context.Context, method, uri string, payload any) error {
+	api := c.with(ctx)
+	var resp *http.Response
+	var err error
+	if method == http.MethodPost {
+		resp, err = api.Post(uri, payload)
+	} else {
+		resp, err = api.Patch(uri, payload)
+	}
+	if err != nil {
+		return classify(err)
+	}
+	_ = resp.Body.Close()
 	return nil
 }
 
@@ -124,7 +173,7 @@ func (c *client) InsertMedia(ctx context.Context, image, seed string) error {
 		case m == nil:
 			return ErrNoSeedSlot
 		}
-		return insert(m, seed)
+		return c.insert(ctx, m, seed)
 	}
 	cd, seedSlot, err := c.slots(ctx) // one listing of the devices for both
 	if err != nil {
@@ -134,11 +183,11 @@ func (c *client) InsertMedia(ctx context.Context, image, seed string) error {
 		if seedSlot == nil {
 			return ErrNoSeedSlot
 		}
-		if err := insert(seedSlot, seed); err != nil {
+		if err := c.insert(ctx, seedSlot, seed); err != nil {
 			return err
 		}
 	}
-	return insert(cd, image)
+	return c.insert(ctx, cd, image)
 }
 
 func (c *client) EjectMedia(ctx context.Context, match string) error {
@@ -149,11 +198,14 @@ func (c *client) EjectMedia(ctx context.Context, match string) error {
 		return err
 	}
 	for _, m := range media {
-		if m.Inserted == nil || !*m.Inserted || (m.Image != "" && !strings.Contains(m.Image, match)) {
+		inserted := m.Inserted != nil && *m.Inserted
+		// An image left behind by a PATCH-only BMC is cleared too (those have no eject action).
+		stale := !inserted && m.Image != "" && !m.SupportsMediaEject
+		if (!inserted && !stale) || (m.Image != "" && !strings.Contains(m.Image, match)) {
 			continue
 		}
-		if _, err := m.EjectMedia(); err != nil {
-			return fmt.Errorf("ejecting virtual media %s: %w", m.ID, classify(err))
+		if err := c.eject(ctx, m); err != nil {
+			return fmt.Errorf("ejecting virtual media %s: %w", m.ID, err)
 		}
 	}
 	return nil

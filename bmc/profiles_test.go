@@ -134,3 +134,33 @@ func TestBootOverrideFollowsWhatTheSystemOffers(t *testing.T) {
 		}
 	})
 }
+
+// Ejecting leaves no image behind, by the EjectMedia action where the BMC offers it and by
+// clearing Image where media is only PATCHed (which keeps showing a stale Image otherwise).
+func TestEjectClearsTheImageOnEveryProfile(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range []string{"dmtf", "manager-media"} {
+		t.Run(name, func(t *testing.T) {
+			s := newSim(t, simulator.Config{Profile: simulator.Profiles[name]})
+			c := connectTo(t, s, Options{})
+			if err := c.InsertMedia(ctx, "http://images.example/os.iso", "http://seed.example/v1/ns/m/tok/cidata.iso"); err != nil {
+				t.Fatal(err)
+			}
+			if m := s.Media(); m["CD1"] == "" || m["USB1"] == "" {
+				t.Fatalf("inserted media %v", m)
+			}
+			if err := c.EjectMedia(ctx, ""); err != nil {
+				t.Fatal(err)
+			}
+			media, err := c.virtualMedia(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range media {
+				if m.Image != "" || (m.Inserted != nil && *m.Inserted) {
+					t.Errorf("%s after eject: image %q inserted %v", m.ID, m.Image, m.Inserted)
+				}
+			}
+		})
+	}
+}

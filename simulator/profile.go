@@ -33,6 +33,10 @@ type Profile struct {
 	BootTargets []string
 	// NoBootMode: the system has no BootSourceOverrideMode property and refuses a PATCH that sets it.
 	NoBootMode bool
+	// NoMediaActions: virtual media offers no InsertMedia/EjectMedia actions; it is inserted and
+	// ejected by PATCHing Image and Inserted, and keeps showing its Image after Inserted goes
+	// false until Image is cleared (null).
+	NoMediaActions bool
 }
 
 var defaultBootTargets = []string{"None", "Pxe", "Cd", "Hdd", "UefiHttp", "BiosSetup"}
@@ -51,8 +55,8 @@ var Profiles = map[string]Profile{
 	// UEFI HTTP boot and no boot mode property.
 	"simple-storage": {Name: "simple-storage", SimpleStorageOnly: true, Media: "system",
 		BootTargets: []string{"None", "Pxe", "Cd", "Hdd", "BiosSetup"}, NoBootMode: true},
-	// Storage with drives, virtual media only under the manager.
-	"manager-media": {Name: "manager-media", Media: "manager"},
+	// Storage with drives, virtual media only under the manager and without actions (PATCH).
+	"manager-media": {Name: "manager-media", Media: "manager", NoMediaActions: true},
 	// A bladed BMC: four systems, and no BIOS, NICs, virtual media or UpdateService.
 	"bladed": {Name: "bladed", Systems: 4, NoBios: true, NoNICs: true, Media: "none", NoUpdateService: true},
 }

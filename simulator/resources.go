@@ -156,8 +156,10 @@ func (s *Server) otherRoutes(mux *http.ServeMux, static staticFunc) {
 		p := mediaRoot + "/" + slot.id
 		static(p, func() map[string]any { return s.virtualMedia(slot) })
 		mux.HandleFunc("PATCH "+p, func(w http.ResponseWriter, r *http.Request) { s.patchVirtualMedia(w, r, slot) })
-		mux.HandleFunc("POST "+p+"/Actions/VirtualMedia.InsertMedia", func(w http.ResponseWriter, r *http.Request) { s.insertMedia(w, r, slot) })
-		mux.HandleFunc("POST "+p+"/Actions/VirtualMedia.EjectMedia", func(w http.ResponseWriter, r *http.Request) { s.ejectMedia(w, r, slot) })
+		if !s.cfg.Profile.NoMediaActions {
+			mux.HandleFunc("POST "+p+"/Actions/VirtualMedia.InsertMedia", func(w http.ResponseWriter, r *http.Request) { s.insertMedia(w, r, slot) })
+			mux.HandleFunc("POST "+p+"/Actions/VirtualMedia.EjectMedia", func(w http.ResponseWriter, r *http.Request) { s.ejectMedia(w, r, slot) })
+		}
 	}
 
 	static(rootPath+"/Chassis", func() map[string]any {
@@ -534,11 +536,11 @@ func (s *Server) virtualMedia(slot *mediaSlot) map[string]any {
 	p := mediaRoot + "/" + slot.id
 	var image any
 	name := ""
-	if slot.inserted {
+	if slot.inserted || (s.cfg.Profile.NoMediaActions && slot.image != "") {
 		image = slot.image
 		name = slot.image[strings.LastIndex(slot.image, "/")+1:]
 	}
-	return map[string]any{"@odata.id": p, "@odata.type": "#VirtualMedia.v1_6_0.VirtualMedia", "Id": slot.id, "Name": slot.name,
+	res := map[string]any{"@odata.id": p, "@odata.type": "#VirtualMedia.v1_6_0.VirtualMedia", "Id": slot.id, "Name": slot.name,
 		"MediaTypes": slot.types, "Image": image, "ImageName": name, "Inserted": slot.inserted,
 		"WriteProtected": true, "ConnectedVia": map[bool]string{true: "URI", false: "NotConnected"}[slot.inserted],
 		"TransferProtocolType": "HTTP",
@@ -546,6 +548,10 @@ func (s *Server) virtualMedia(slot *mediaSlot) map[string]any {
 			"#VirtualMedia.InsertMedia": map[string]any{"target": p + "/Actions/VirtualMedia.InsertMedia"},
 			"#VirtualMedia.EjectMedia":  map[string]any{"target": p + "/Actions/VirtualMedia.EjectMedia"},
 		}}
+	if s.cfg.Profile.NoMediaActions {
+		delete(res, "Actions")
+	}
+	return res
 }
 
 func (s *Server) insertMedia(w http.ResponseWriter, r *http.Request, slot *mediaSlot) {
@@ -580,18 +586,22 @@ func (s *Server) ejectMedia(w http.ResponseWriter, _ *http.Request, slot *mediaS
 
 func (s *Server) patchVirtualMedia(w http.ResponseWriter, r *http.Request, slot *mediaSlot) {
 	var body struct {
-		Image    *string
+		Image    json.RawMessage // a string, or null to clear it
 		Inserted *bool
 	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+	var image *string
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || (len(body.Image) > 0 && json.Unmarshal(body.Image, &image) != nil) {
 		writeError(w, 400, "Base.1.8.MalformedJSON", "The request body is not valid JSON.")
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if body.Image != nil {
-		slot.image = *body.Image
-		slot.inserted = *body.Image != ""
+	if len(body.Image) > 0 {
+		slot.image = ""
+		if image != nil {
+			slot.image = *image
+		}
+		slot.inserted = slot.image != ""
 	}
 	if body.Inserted != nil {
 		slot.inserted = *body.Inserted && slot.image != ""
