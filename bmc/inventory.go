@@ -3,8 +3,10 @@ package bmc
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/stmcginnis/gofish/schemas"
 )
 
 // Inventory reads the system, its processors, memory, NICs, drives and the BIOS/BMC firmware
@@ -40,7 +42,17 @@ func (c *client) Inventory(ctx context.Context) (*infrav1.Inventory, error) {
 	}
 	if nics, err := sys.EthernetInterfaces(); err == nil {
 		for _, n := range nics {
-			nic := infrav1.NIC{Name: n.ID, MAC: n.MACAddress}
+			// The server's own ports only: not VLAN sub-interfaces nor the BMC's host interface
+			// (both virtual), and by the address burnt in, which is what DHCP and the boot MAC
+			// see before an OS sets another (a bond).
+			if n.EthernetInterfaceType == schemas.VirtualEthernetDeviceType || n.VLAN.VLANEnable {
+				continue
+			}
+			mac := n.PermanentMACAddress
+			if mac == "" {
+				mac = n.MACAddress
+			}
+			nic := infrav1.NIC{Name: n.ID, MAC: strings.ToLower(mac)}
 			if n.SpeedMbps != nil {
 				nic.SpeedMbps = int32(*n.SpeedMbps) //nolint:gosec // link speeds fit
 			}
@@ -61,6 +73,20 @@ func (c *client) Inventory(ctx context.Context) (*infrav1.Inventory, error) {
 					drive.CapacityBytes = int64(*d.CapacityBytes)
 				}
 				inv.Drives = append(inv.Drives, drive)
+			}
+		}
+	}
+	if len(inv.Drives) == 0 {
+		// Older BMCs list drives only as SimpleStorage devices.
+		if controllers, err := sys.SimpleStorage(); err == nil {
+			for _, st := range controllers {
+				for _, d := range st.Devices {
+					drive := infrav1.Drive{Name: d.Name, Model: d.Model}
+					if d.CapacityBytes != nil {
+						drive.CapacityBytes = int64(*d.CapacityBytes) //nolint:gosec // drive sizes fit
+					}
+					inv.Drives = append(inv.Drives, drive)
+				}
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -160,6 +161,37 @@ func TestEjectClearsTheImageOnEveryProfile(t *testing.T) {
 				if m.Image != "" || (m.Inserted != nil && *m.Inserted) {
 					t.Errorf("%s after eject: image %q inserted %v", m.ID, m.Image, m.Inserted)
 				}
+			}
+		})
+	}
+}
+
+// The inventory lists a server's physical NICs by their permanent MAC addresses (what DHCP and
+// the boot MAC match), not VLAN sub-interfaces, the BMC's host interface or a bond's address, and
+// the drives whether they are Storage drives or SimpleStorage devices.
+func TestInventoryOnEveryProfile(t *testing.T) {
+	for _, name := range simulator.ProfileNames() {
+		t.Run(name, func(t *testing.T) {
+			p := simulator.Profiles[name]
+			s := newSim(t, simulator.Config{Profile: p})
+			c := connectTo(t, s, Options{})
+			inv, err := c.Inventory(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var macs []string
+			for _, n := range inv.NICs {
+				macs = append(macs, n.MAC)
+			}
+			want := s.MACs()
+			if p.NoNICs {
+				want = nil
+			}
+			if !slices.Equal(macs, want) {
+				t.Errorf("NIC MACs %v, want the permanent addresses %v", macs, want)
+			}
+			if len(inv.Drives) != 2 {
+				t.Errorf("%d drives inventoried, want 2: %+v", len(inv.Drives), inv.Drives)
 			}
 		})
 	}

@@ -37,6 +37,11 @@ type Profile struct {
 	// ejected by PATCHing Image and Inserted, and keeps showing its Image after Inserted goes
 	// false until Image is cleared (null).
 	NoMediaActions bool
+	// ExtraInterfaces adds what some BMCs list among a system's EthernetInterfaces besides its
+	// NICs: a VLAN sub-interface of the first NIC and the Redfish host interface (both
+	// EthernetInterfaceType Virtual); and the NICs report a MACAddress the OS set (a bond)
+	// that differs from their PermanentMACAddress.
+	ExtraInterfaces bool
 }
 
 var defaultBootTargets = []string{"None", "Pxe", "Cd", "Hdd", "UefiHttp", "BiosSetup"}
@@ -56,7 +61,8 @@ var Profiles = map[string]Profile{
 	"simple-storage": {Name: "simple-storage", SimpleStorageOnly: true, Media: "system",
 		BootTargets: []string{"None", "Pxe", "Cd", "Hdd", "BiosSetup"}, NoBootMode: true},
 	// Storage with drives, virtual media only under the manager and without actions (PATCH).
-	"manager-media": {Name: "manager-media", Media: "manager", NoMediaActions: true},
+	// Its system lists a VLAN sub-interface and the host interface among its EthernetInterfaces.
+	"manager-media": {Name: "manager-media", Media: "manager", NoMediaActions: true, ExtraInterfaces: true},
 	// A bladed BMC: four systems, and no BIOS, NICs, virtual media or UpdateService.
 	"bladed": {Name: "bladed", Systems: 4, NoBios: true, NoNICs: true, Media: "none", NoUpdateService: true},
 }

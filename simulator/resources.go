@@ -105,8 +105,11 @@ type staticFunc func(pattern string, body func() map[string]any)
 
 func (s *Server) nicRoutes(mux *http.ServeMux, static staticFunc) {
 	static(systemPath+"/EthernetInterfaces", func() map[string]any {
-		return collection(systemPath+"/EthernetInterfaces", "#EthernetInterfaceCollection.EthernetInterfaceCollection", "Ethernet Interfaces",
-			[]any{link(systemPath + "/EthernetInterfaces/NIC1"), link(systemPath + "/EthernetInterfaces/NIC2")})
+		members := []any{link(systemPath + "/EthernetInterfaces/NIC1"), link(systemPath + "/EthernetInterfaces/NIC2")}
+		if s.cfg.Profile.ExtraInterfaces {
+			members = append(members, link(systemPath+"/EthernetInterfaces/NIC1.100"), link(systemPath+"/EthernetInterfaces/HostInterface"))
+		}
+		return collection(systemPath+"/EthernetInterfaces", "#EthernetInterfaceCollection.EthernetInterfaceCollection", "Ethernet Interfaces", members)
 	})
 	mux.HandleFunc("GET "+systemPath+"/EthernetInterfaces/{id}", s.nic)
 }
@@ -428,16 +431,38 @@ func (s *Server) memory(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) nic(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	idx := map[string]int{"NIC1": 0, "NIC2": 1}
-	i, ok := idx[id]
-	if !ok {
-		writeError(w, 404, "Base.1.8.ResourceMissingAtURI", "No such interface.")
-		return
+	extra := s.cfg.Profile.ExtraInterfaces
+	p := systemPath + "/EthernetInterfaces/" + id
+	nic := func(mac string) map[string]any {
+		return map[string]any{"@odata.id": p, "@odata.type": "#EthernetInterface.v1_9_0.EthernetInterface", "Id": id, "Name": id,
+			"MACAddress": mac, "SpeedMbps": 25000, "LinkStatus": "LinkUp", "Status": map[string]any{"State": "Enabled", "Health": "OK"}}
 	}
-	writeJSON(w, 200, map[string]any{"@odata.id": systemPath + "/EthernetInterfaces/" + id,
-		"@odata.type": "#EthernetInterface.v1_9_0.EthernetInterface", "Id": id, "Name": id,
-		"MACAddress": s.state.macs[i], "PermanentMACAddress": s.state.macs[i], "SpeedMbps": 25000, "LinkStatus": "LinkUp",
-		"Status": map[string]any{"State": "Enabled", "Health": "OK"}})
+	switch i, physical := map[string]int{"NIC1": 0, "NIC2": 1}[id]; {
+	case physical && extra:
+		res := nic(s.bondMAC())
+		res["PermanentMACAddress"], res["EthernetInterfaceType"] = s.state.macs[i], "Physical"
+		writeJSON(w, 200, res)
+	case physical:
+		res := nic(s.state.macs[i])
+		res["PermanentMACAddress"] = s.state.macs[i]
+		writeJSON(w, 200, res)
+	case extra && id == "NIC1.100":
+		res := nic(s.bondMAC())
+		res["EthernetInterfaceType"], res["VLAN"] = "Virtual", map[string]any{"VLANEnable": true, "VLANId": 100}
+		writeJSON(w, 200, res)
+	case extra && id == "HostInterface":
+		res := nic("02:00:5e:10:00:01")
+		res["EthernetInterfaceType"], res["Name"], res["Description"] = "Virtual", "Manager Network Interface", "Redfish host interface to the BMC"
+		writeJSON(w, 200, res)
+	default:
+		writeError(w, 404, "Base.1.8.ResourceMissingAtURI", "No such interface.")
+	}
+}
+
+// bondMAC is the MAC address the OS gave a bond of the NICs: what MACAddress reports on BMCs
+// that show the running address, not the permanent one.
+func (s *Server) bondMAC() string {
+	return "02" + s.state.macs[0][2:]
 }
 
 func (s *Server) storage() map[string]any {
