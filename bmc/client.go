@@ -6,8 +6,11 @@ package bmc
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/stmcginnis/gofish"
@@ -172,6 +175,9 @@ func connect(ctx context.Context, t Target, opts Options, br *breaker) (*client,
 		return nil, fmt.Errorf("reading the Redfish service root of %s: %w", addr.BaseURL, classify(err))
 	}
 	c := &client{api: api, tr: tr, systemPath: addr.SystemPath, opts: opts}
+	if err := c.readSessionsLink(ctx); err != nil {
+		return nil, err
+	}
 	if c.systemPath == "" {
 		if err := c.discoverSystem(ctx); err != nil {
 			// Listing the systems logged in: a connection retried every reconcile must not
@@ -182,6 +188,27 @@ func connect(ctx context.Context, t Target, opts Options, br *breaker) (*client,
 		}
 	}
 	return c, nil
+}
+
+// readSessionsLink reads where the BMC keeps its session collection from the service root (public):
+// not every BMC keeps it at /redfish/v1/SessionService/Sessions.
+func (c *client) readSessionsLink(ctx context.Context) error {
+	resp, err := c.with(ctx).Get("/redfish/v1/")
+	if err != nil {
+		return fmt.Errorf("reading the service root: %w", classify(err))
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var root struct {
+		Links struct {
+			Sessions struct {
+				ID string `json:"@odata.id"`
+			}
+		}
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&root); err == nil && strings.HasPrefix(root.Links.Sessions.ID, "/") {
+		c.tr.setSessionsPath(root.Links.Sessions.ID)
+	}
+	return nil
 }
 
 func (c *client) discoverSystem(ctx context.Context) error {

@@ -34,13 +34,16 @@ type transport struct {
 	token      string
 	sessionURI string
 	stale      string // URI of a session the BMC refused, deleted once the new one exists
+	sessions   string // the session collection (service root Links.Sessions); "" before it was read
 	basicAuth  bool   // the BMC has no SessionService: fall back to HTTP Basic
 
 	requests atomic.Int64
 	logins   atomic.Int64
 }
 
-const sessionsPath = "/redfish/v1/SessionService/Sessions"
+// defaultSessionsPath is where most BMCs keep the session collection; the service root's
+// Links.Sessions says where this one does.
+const defaultSessionsPath = "/redfish/v1/SessionService/Sessions"
 
 func newTransport(base http.RoundTripper, baseURL, username, password string, opts Options, br *breaker) *transport {
 	return &transport{
@@ -181,7 +184,7 @@ func (t *transport) ensureSession(ctx context.Context) error {
 		return nil
 	}
 	payload, _ := json.Marshal(map[string]string{"UserName": t.username, "Password": t.password})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.baseURL+sessionsPath, bytes.NewReader(payload))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.baseURL+t.sessionsPath(), bytes.NewReader(payload))
 	if err != nil {
 		return err
 	}
@@ -226,6 +229,22 @@ func (t *transport) closeIdle() {
 	if ci, ok := t.base.(interface{ CloseIdleConnections() }); ok {
 		ci.CloseIdleConnections()
 	}
+}
+
+func (t *transport) sessionsPath() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.sessions == "" {
+		return defaultSessionsPath
+	}
+	return t.sessions
+}
+
+// setSessionsPath records the session collection the service root names.
+func (t *transport) setSessionsPath(p string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sessions = p
 }
 
 func (t *transport) hasAuth() bool {

@@ -185,7 +185,7 @@ func (f *Faults) setUnavailable(d time.Duration) {
 func (f *Faults) intercept(w http.ResponseWriter, r *http.Request) bool {
 	f.mu.Lock()
 	latency, hang := f.latency, f.hang
-	if hang == nil && r.Method == http.MethodPost && strings.TrimSuffix(r.URL.Path, "/") == sessionsPath {
+	if hang == nil && r.Method == http.MethodPost && strings.HasSuffix(strings.TrimSuffix(r.URL.Path, "/"), "/Sessions") {
 		hang = f.hangLogins
 	}
 	unavailable := time.Now().Before(f.unavailableTil)

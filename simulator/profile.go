@@ -42,6 +42,16 @@ type Profile struct {
 	// EthernetInterfaceType Virtual); and the NICs report a MACAddress the OS set (a bond)
 	// that differs from their PermanentMACAddress.
 	ExtraInterfaces bool
+	// SessionsPath is where the session collection lives (the service root's Links.Sessions).
+	// Default /redfish/v1/SessionService/Sessions.
+	SessionsPath string
+}
+
+func (p Profile) sessionsPath() string {
+	if p.SessionsPath == "" {
+		return rootPath + "/SessionService/Sessions"
+	}
+	return p.SessionsPath
 }
 
 var defaultBootTargets = []string{"None", "Pxe", "Cd", "Hdd", "UefiHttp", "BiosSetup"}
@@ -63,8 +73,10 @@ var Profiles = map[string]Profile{
 	// Storage with drives, virtual media only under the manager and without actions (PATCH).
 	// Its system lists a VLAN sub-interface and the host interface among its EthernetInterfaces.
 	"manager-media": {Name: "manager-media", Media: "manager", NoMediaActions: true, ExtraInterfaces: true},
-	// A bladed BMC: four systems, and no BIOS, NICs, virtual media or UpdateService.
-	"bladed": {Name: "bladed", Systems: 4, NoBios: true, NoNICs: true, Media: "none", NoUpdateService: true},
+	// A bladed BMC: four systems, and no BIOS, NICs, virtual media or UpdateService; its session
+	// collection is not where most BMCs keep it.
+	"bladed": {Name: "bladed", Systems: 4, NoBios: true, NoNICs: true, Media: "none", NoUpdateService: true,
+		SessionsPath: rootPath + "/Sessions"},
 }
 
 // ProfileNames lists the profiles' names, sorted.

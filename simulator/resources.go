@@ -14,7 +14,6 @@ const (
 	systemPath    = rootPath + "/Systems/1"
 	managerPath   = rootPath + "/Managers/BMC"
 	chassisPath   = rootPath + "/Chassis/1"
-	sessionsPath  = rootPath + "/SessionService/Sessions"
 	mediaRoot     = managerPath + "/VirtualMedia"
 	biosPath      = systemPath + "/Bios"
 	updatePath    = rootPath + "/UpdateService"
@@ -178,12 +177,12 @@ func (s *Server) otherRoutes(mux *http.ServeMux, static staticFunc) {
 	static(rootPath+"/SessionService", func() map[string]any {
 		return map[string]any{"@odata.id": rootPath + "/SessionService", "@odata.type": "#SessionService.v1_1_8.SessionService",
 			"Id": "SessionService", "Name": "Session Service", "ServiceEnabled": true,
-			"SessionTimeout": int(s.cfg.SessionTimeout.Seconds()), "Sessions": link(sessionsPath)}
+			"SessionTimeout": int(s.cfg.SessionTimeout.Seconds()), "Sessions": link(s.cfg.Profile.sessionsPath())}
 	})
-	mux.HandleFunc("GET "+sessionsPath, s.sessionCollection)
-	mux.HandleFunc("POST "+sessionsPath, s.createSession)
-	mux.HandleFunc("GET "+sessionsPath+"/{id}", s.getSession)
-	mux.HandleFunc("DELETE "+sessionsPath+"/{id}", s.deleteSession)
+	mux.HandleFunc("GET "+s.cfg.Profile.sessionsPath(), s.sessionCollection)
+	mux.HandleFunc("POST "+s.cfg.Profile.sessionsPath(), s.createSession)
+	mux.HandleFunc("GET "+s.cfg.Profile.sessionsPath()+"/{id}", s.getSession)
+	mux.HandleFunc("DELETE "+s.cfg.Profile.sessionsPath()+"/{id}", s.deleteSession)
 
 	if !s.cfg.Profile.NoUpdateService {
 		s.updateRoutes(mux, static)
@@ -239,7 +238,7 @@ func (s *Server) serviceRoot() map[string]any {
 		"Systems": link(rootPath + "/Systems"), "Chassis": link(rootPath + "/Chassis"), "Managers": link(rootPath + "/Managers"),
 		"SessionService": link(rootPath + "/SessionService"), "UpdateService": link(updatePath),
 		"Tasks": link(rootPath + "/TaskService"), "Registries": link(rootPath + "/Registries"),
-		"Links":                     map[string]any{"Sessions": link(sessionsPath)},
+		"Links":                     map[string]any{"Sessions": link(s.cfg.Profile.sessionsPath())},
 		"ProtocolFeaturesSupported": map[string]any{"ExpandQuery": map[string]any{"ExpandAll": false}},
 	}
 	if s.cfg.Profile.NoUpdateService {

@@ -240,7 +240,7 @@ func (s *Server) public(r *http.Request) bool {
 	switch strings.TrimSuffix(r.URL.Path, "/") {
 	case "/redfish", rootPath, rootPath + "/odata", rootPath + "/$metadata":
 		return r.Method == http.MethodGet
-	case sessionsPath:
+	case s.cfg.Profile.sessionsPath():
 		return r.Method == http.MethodPost
 	}
 	return false
@@ -294,7 +294,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	s.sessions[tok] = &session{id: id, lastUsed: time.Now()}
 	s.stats.SessionsCreated++
 	s.mu.Unlock()
-	loc := sessionsPath + "/" + id
+	loc := s.cfg.Profile.sessionsPath() + "/" + id
 	w.Header().Set("X-Auth-Token", tok)
 	w.Header().Set("Location", loc)
 	writeJSON(w, http.StatusCreated, map[string]any{
@@ -321,10 +321,10 @@ func (s *Server) sessionCollection(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	members := make([]any, 0, len(s.sessions))
 	for _, sess := range s.sessions {
-		members = append(members, link(sessionsPath+"/"+sess.id))
+		members = append(members, link(s.cfg.Profile.sessionsPath()+"/"+sess.id))
 	}
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, collection(sessionsPath, "#SessionCollection.SessionCollection", "Sessions", members))
+	writeJSON(w, http.StatusOK, collection(s.cfg.Profile.sessionsPath(), "#SessionCollection.SessionCollection", "Sessions", members))
 }
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
@@ -334,7 +334,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 	for _, sess := range s.sessions {
 		if sess.id == id {
 			writeJSON(w, http.StatusOK, map[string]any{
-				"@odata.id": sessionsPath + "/" + id, "@odata.type": "#Session.v1_6_0.Session", "Id": id,
+				"@odata.id": s.cfg.Profile.sessionsPath() + "/" + id, "@odata.type": "#Session.v1_6_0.Session", "Id": id,
 				"Name": "User Session", "UserName": s.cfg.Username,
 			})
 			return
