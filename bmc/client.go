@@ -51,7 +51,9 @@ type Client interface {
 	// the @Redfish.Settings object; they apply on the next reset.
 	SetBIOSAttributes(ctx context.Context, attrs map[string]any) error
 	// UpdateFirmware starts UpdateService.SimpleUpdate and returns the task monitor URI. When an
-	// update is already running on the BMC it returns that task instead of starting another.
+	// update is already running on the BMC it returns that task instead of starting another. An
+	// update accepted without a monitor is followed through the task the BMC lists; "" means the
+	// BMC accepted it and lists no task: verify against the firmware inventory, never resend.
 	UpdateFirmware(ctx context.Context, imageURI string, target FirmwareTarget) (string, error)
 	// TaskStatus reads a task through its monitor or task URI.
 	TaskStatus(ctx context.Context, uri string) (*Task, error)

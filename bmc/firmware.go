@@ -2,7 +2,6 @@ package bmc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -57,10 +56,16 @@ func (c *client) UpdateFirmware(ctx context.Context, imageURI string, target Fir
 	if err != nil {
 		return "", fmt.Errorf("starting firmware update: %w", classify(err))
 	}
-	if info == nil || info.TaskMonitor == "" {
-		return "", errors.New("the BMC accepted the update without a task monitor to follow")
+	if info != nil && info.TaskMonitor != "" {
+		return info.TaskMonitor, nil
 	}
-	return info.TaskMonitor, nil
+	// Accepted without a monitor (204): the update runs all the same. Follow the task the BMC
+	// lists for it; never send it again.
+	uri, err := c.runningUpdate(api)
+	if err != nil {
+		return "", fmt.Errorf("the BMC accepted the update without a task monitor, and listing its tasks failed: %w", err)
+	}
+	return uri, nil
 }
 
 func (c *client) runningUpdate(api *gofish.APIClient) (string, error) {

@@ -196,3 +196,32 @@ func TestInventoryOnEveryProfile(t *testing.T) {
 		})
 	}
 }
+
+// A firmware update accepted without a task monitor (204) is followed through the task the BMC
+// lists, and asking again follows that task instead of flashing a second time.
+func TestFirmwareUpdateAcceptedWithoutAMonitorIsNeverSentTwice(t *testing.T) {
+	ctx := context.Background()
+	s := newSim(t, simulator.Config{Profile: simulator.Profiles["manager-media"]})
+	c := connectTo(t, s, Options{})
+	first, err := c.UpdateFirmware(ctx, "http://images.example/bios-2.1.bin", FirmwareBIOS)
+	if err != nil {
+		t.Fatalf("an update accepted with 204: %v", err)
+	}
+	again, err := c.UpdateFirmware(ctx, "http://images.example/bios-2.1.bin", FirmwareBIOS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Stats().SimpleUpdates; n != 1 {
+		t.Errorf("%d updates started, want 1", n)
+	}
+	if first == "" || again != first {
+		t.Errorf("followed %q then %q, want the BMC's task both times", first, again)
+	}
+	waitFor(t, 5*time.Second, "the update task to complete", func() (bool, any) {
+		st, err := c.TaskStatus(ctx, first)
+		if err != nil {
+			return false, err
+		}
+		return st.Done && !st.Failed, st
+	})
+}

@@ -42,6 +42,9 @@ type Profile struct {
 	// EthernetInterfaceType Virtual); and the NICs report a MACAddress the OS set (a bond)
 	// that differs from their PermanentMACAddress.
 	ExtraInterfaces bool
+	// UpdateWithoutMonitor: SimpleUpdate answers 204 without a task monitor; the update still
+	// runs as a task of the TaskService.
+	UpdateWithoutMonitor bool
 	// SessionsPath is where the session collection lives (the service root's Links.Sessions).
 	// Default /redfish/v1/SessionService/Sessions.
 	SessionsPath string
@@ -72,7 +75,8 @@ var Profiles = map[string]Profile{
 		BootTargets: []string{"None", "Pxe", "Cd", "Hdd", "BiosSetup"}, NoBootMode: true},
 	// Storage with drives, virtual media only under the manager and without actions (PATCH).
 	// Its system lists a VLAN sub-interface and the host interface among its EthernetInterfaces.
-	"manager-media": {Name: "manager-media", Media: "manager", NoMediaActions: true, ExtraInterfaces: true},
+	// Its firmware updates are accepted with 204 and no task monitor.
+	"manager-media": {Name: "manager-media", Media: "manager", NoMediaActions: true, ExtraInterfaces: true, UpdateWithoutMonitor: true},
 	// A bladed BMC: four systems, and no BIOS, NICs, virtual media or UpdateService; its session
 	// collection is not where most BMCs keep it.
 	"bladed": {Name: "bladed", Systems: 4, NoBios: true, NoNICs: true, Media: "none", NoUpdateService: true,

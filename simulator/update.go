@@ -87,6 +87,10 @@ func (s *Server) simpleUpdate(w http.ResponseWriter, r *http.Request) {
 	for i := 1; i <= 4; i++ {
 		s.after(time.Duration(i)*step, func() { s.progress(t, i) })
 	}
+	if s.cfg.Profile.UpdateWithoutMonitor {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	w.Header().Set("Location", monitorPrefix+t.id)
 	w.Header().Set("Retry-After", "1")
 	writeJSON(w, http.StatusAccepted, t.resource())
