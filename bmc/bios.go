@@ -2,7 +2,10 @@ package bmc
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -56,7 +59,11 @@ func (c *client) SetBIOSAttributes(ctx context.Context, attrs map[string]any) er
 	for k, v := range attrs {
 		settings[k] = v
 	}
-	if err := b.UpdateBiosAttributesApplyAt(settings, schemas.OnResetSettingsApplyTime); err != nil {
+	applyAt := schemas.OnResetSettingsApplyTime
+	if !c.advertisesApplyTime(ctx, b.ODataID, applyAt) {
+		applyAt = "" // not advertised: some BMCs refuse the annotation; settings apply on reset anyway
+	}
+	if err := b.UpdateBiosAttributesApplyAt(settings, applyAt); err != nil {
 		return fmt.Errorf("staging BIOS settings: %w", classify(err))
 	}
 	return nil
@@ -101,8 +108,13 @@ func checkAttributes(reg []schemas.Attributes, current schemas.SettingsAttribute
 	for _, name := range names {
 		v := attrs[name]
 		if reg == nil {
-			if _, ok := current[name]; !ok {
+			// No registry: the current value says the attribute exists and its type.
+			cur, ok := current[name]
+			switch {
+			case !ok:
 				problems = append(problems, fmt.Sprintf("%s: unknown attribute", name))
+			case kindOf(cur) != kindOf(v):
+				problems = append(problems, fmt.Sprintf("%s: %v is not a %s like its current value %v", name, v, kindOf(cur), cur))
 			}
 			continue
 		}
@@ -150,6 +162,25 @@ func checkAttributes(reg []schemas.Attributes, current schemas.SettingsAttribute
 	return problems
 }
 
+// kindOf names the JSON type of an attribute value.
+func kindOf(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	case nil:
+		return "null"
+	}
+	if _, ok := toInt(v); ok {
+		return "integer"
+	}
+	if _, ok := v.(float64); ok {
+		return "number"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
 func toInt(v any) (int64, bool) {
 	switch n := v.(type) {
 	case int:
@@ -162,4 +193,23 @@ func toInt(v any) (int64, bool) {
 		return int64(n), n == float64(int64(n))
 	}
 	return 0, false
+}
+
+// advertisesApplyTime says whether the resource's @Redfish.Settings lists t among its
+// SupportedApplyTimes.
+func (c *client) advertisesApplyTime(ctx context.Context, uri string, t schemas.SettingsApplyTime) bool {
+	resp, err := c.with(ctx).Get(uri)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var res struct {
+		Settings struct {
+			SupportedApplyTimes []schemas.SettingsApplyTime
+		} `json:"@Redfish.Settings"`
+	}
+	if json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&res) != nil {
+		return false
+	}
+	return slices.Contains(res.Settings.SupportedApplyTimes, t)
 }

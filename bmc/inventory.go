@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/stmcginnis/gofish/schemas"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 )
 
 // Inventory reads the system, its processors, memory, NICs, drives and the BIOS/BMC firmware

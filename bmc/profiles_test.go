@@ -225,3 +225,31 @@ func TestFirmwareUpdateAcceptedWithoutAMonitorIsNeverSentTwice(t *testing.T) {
 		return st.Done && !st.Failed, st
 	})
 }
+
+// Without an attribute registry the current attributes are the reference: a value of another type
+// is refused before anything is sent; settings carry an apply time only where the BMC advertises
+// apply times, and take effect on the next boot.
+func TestBIOSSettingsWithoutARegistryOrApplyTimes(t *testing.T) {
+	ctx := context.Background()
+	s := newSim(t, simulator.Config{Profile: simulator.Profiles["simple-storage"]})
+	c := connectTo(t, s, Options{})
+	before := s.Stats().Requests["PATCH"]
+	err := c.SetBIOSAttributes(ctx, map[string]any{"BootMode": 1, "NumaGroupSizeOpt": "big"})
+	var bad *UnknownAttributesError
+	if !errors.As(err, &bad) || len(bad.Problems) != 2 {
+		t.Fatalf("values of the wrong type = %v, want both named", err)
+	}
+	if n := s.Stats().Requests["PATCH"] - before; n != 0 {
+		t.Errorf("%d PATCHes sent for refused values", n)
+	}
+	if err := c.SetBIOSAttributes(ctx, map[string]any{"ProcTurboMode": "Disabled"}); err != nil {
+		t.Fatalf("a valid value on a BMC without apply times: %v", err)
+	}
+	if err := c.Reset(ctx, ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the setting applied at boot", func() (bool, any) {
+		v := s.BiosAttributes()["ProcTurboMode"]
+		return v == "Disabled", v
+	})
+}

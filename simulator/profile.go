@@ -45,6 +45,12 @@ type Profile struct {
 	// UpdateWithoutMonitor: SimpleUpdate answers 204 without a task monitor; the update still
 	// runs as a task of the TaskService.
 	UpdateWithoutMonitor bool
+	// NoAttributeRegistry: the BMC publishes no BIOS attribute registry (the Bios resource still
+	// names one).
+	NoAttributeRegistry bool
+	// NoApplyTime: the BIOS settings object advertises no SupportedApplyTimes and refuses a PATCH
+	// carrying @Redfish.SettingsApplyTime; settings apply on the next reset.
+	NoApplyTime bool
 	// SessionsPath is where the session collection lives (the service root's Links.Sessions).
 	// Default /redfish/v1/SessionService/Sessions.
 	SessionsPath string
@@ -70,9 +76,9 @@ func (p Profile) bootTargets() []string {
 var Profiles = map[string]Profile{
 	"dmtf": {Name: "dmtf"},
 	// An older single system: drives as SimpleStorage devices, virtual media under the system, no
-	// UEFI HTTP boot and no boot mode property.
+	// UEFI HTTP boot and no boot mode property, no BIOS attribute registry nor settings apply time.
 	"simple-storage": {Name: "simple-storage", SimpleStorageOnly: true, Media: "system",
-		BootTargets: []string{"None", "Pxe", "Cd", "Hdd", "BiosSetup"}, NoBootMode: true},
+		BootTargets: []string{"None", "Pxe", "Cd", "Hdd", "BiosSetup"}, NoBootMode: true, NoAttributeRegistry: true, NoApplyTime: true},
 	// Storage with drives, virtual media only under the manager and without actions (PATCH).
 	// Its system lists a VLAN sub-interface and the host interface among its EthernetInterfaces.
 	// Its firmware updates are accepted with 204 and no task monitor.

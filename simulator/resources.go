@@ -127,6 +127,9 @@ func (s *Server) biosRoutes(mux *http.ServeMux, static staticFunc) {
 	static(biosPath+"/Settings", s.biosSettings)
 	mux.HandleFunc("PATCH "+biosPath+"/Settings", s.patchBiosSettings)
 	static(rootPath+"/Registries", func() map[string]any {
+		if s.cfg.Profile.NoAttributeRegistry {
+			return collection(rootPath+"/Registries", "#MessageRegistryFileCollection.MessageRegistryFileCollection", "Registries", []any{})
+		}
 		return collection(rootPath+"/Registries", "#MessageRegistryFileCollection.MessageRegistryFileCollection", "Registries", []any{link(registryPath)})
 	})
 	static(registryPath, func() map[string]any {
@@ -640,10 +643,13 @@ func (s *Server) biosResource() map[string]any {
 	for k, v := range s.state.bios {
 		attrs[k] = v
 	}
+	settings := map[string]any{"@odata.type": "#Settings.v1_3_5.Settings",
+		"SettingsObject": link(biosPath + "/Settings"), "SupportedApplyTimes": []string{"OnReset"}}
+	if s.cfg.Profile.NoApplyTime {
+		delete(settings, "SupportedApplyTimes")
+	}
 	return map[string]any{"@odata.id": biosPath, "@odata.type": "#Bios.v1_2_1.Bios", "Id": "Bios", "Name": "BIOS Configuration",
-		"AttributeRegistry": "BiosAttributeRegistry.v1_0_0", "Attributes": attrs,
-		"@Redfish.Settings": map[string]any{"@odata.type": "#Settings.v1_3_5.Settings",
-			"SettingsObject": link(biosPath + "/Settings"), "SupportedApplyTimes": []string{"OnReset"}},
+		"AttributeRegistry": "BiosAttributeRegistry.v1_0_0", "Attributes": attrs, "@Redfish.Settings": settings,
 		"Actions": map[string]any{"#Bios.ResetBios": map[string]any{"target": biosPath + "/Actions/Bios.ResetBios"}}}
 }
 
@@ -659,9 +665,16 @@ func (s *Server) biosSettings() map[string]any {
 }
 
 func (s *Server) patchBiosSettings(w http.ResponseWriter, r *http.Request) {
-	var body struct{ Attributes map[string]any }
+	var body struct {
+		Attributes map[string]any
+		ApplyTime  json.RawMessage `json:"@Redfish.SettingsApplyTime"`
+	}
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
 		writeError(w, 400, "Base.1.8.MalformedJSON", "The request body is not valid JSON.")
+		return
+	}
+	if len(body.ApplyTime) > 0 && s.cfg.Profile.NoApplyTime {
+		writeError(w, 400, "Base.1.8.PropertyUnknown", "The property @Redfish.SettingsApplyTime is not in the list of valid properties for the resource.")
 		return
 	}
 	for k, v := range body.Attributes {
