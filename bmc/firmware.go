@@ -2,7 +2,10 @@ package bmc
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 
 	"github.com/stmcginnis/gofish"
@@ -52,12 +55,21 @@ func (c *client) UpdateFirmware(ctx context.Context, imageURI string, target Fir
 	if strings.HasPrefix(imageURI, "https://") {
 		protocol = schemas.HTTPSTransferProtocolType
 	}
-	info, err := us.SimpleUpdate(&schemas.UpdateServiceSimpleUpdateParameters{ImageURI: imageURI, Targets: targets, TransferProtocol: protocol})
+	resp, err := c.request(ctx, http.MethodPost, actionTarget(us.RawData, "#UpdateService.SimpleUpdate", us.ODataID),
+		map[string]any{"ImageURI": imageURI, "Targets": targets, "TransferProtocol": protocol})
 	if err != nil {
-		return "", fmt.Errorf("starting firmware update: %w", classify(err))
+		return "", fmt.Errorf("starting firmware update: %w", err)
 	}
-	if info != nil && info.TaskMonitor != "" {
-		return info.TaskMonitor, nil
+	var task struct {
+		ID string `json:"@odata.id"`
+	}
+	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&task)
+	_ = resp.Body.Close()
+	if monitor := resp.Header.Get("Location"); resp.StatusCode == http.StatusAccepted && monitor != "" {
+		return monitor, nil
+	}
+	if strings.Contains(task.ID, "/Tasks/") { // the Task in the answer's body instead of a monitor
+		return task.ID, nil
 	}
 	// Accepted without a monitor (204): the update runs all the same. Follow the task the BMC
 	// lists for it; never send it again.

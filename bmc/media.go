@@ -2,7 +2,6 @@ package bmc
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -95,7 +94,7 @@ func (c *client) insert(ctx context.Context, m *schemas.VirtualMedia, image stri
 	// an action carrying one), else by PATCHing the resource.
 	var err error
 	if m.SupportsMediaInsert {
-		err = c.send(ctx, http.MethodPost, actionTarget(m, "#VirtualMedia.InsertMedia"), map[string]any{"Image": image, "Inserted": true, "WriteProtected": true})
+		err = c.send(ctx, http.MethodPost, actionTarget(m.RawData, "#VirtualMedia.InsertMedia", m.ODataID), map[string]any{"Image": image, "Inserted": true, "WriteProtected": true})
 	} else {
 		err = c.send(ctx, http.MethodPatch, m.ODataID, map[string]any{"Image": image, "Inserted": true, "WriteProtected": true})
 	}
@@ -109,40 +108,9 @@ func (c *client) insert(ctx context.Context, m *schemas.VirtualMedia, image stri
 // that clears Image too (a PATCH of Inserted alone leaves the image behind on such BMCs).
 func (c *client) eject(ctx context.Context, m *schemas.VirtualMedia) error {
 	if m.SupportsMediaEject {
-		return c.send(ctx, http.MethodPost, actionTarget(m, "#VirtualMedia.EjectMedia"), map[string]any{})
+		return c.send(ctx, http.MethodPost, actionTarget(m.RawData, "#VirtualMedia.EjectMedia", m.ODataID), map[string]any{})
 	}
 	return c.send(ctx, http.MethodPatch, m.ODataID, map[string]any{"Image": nil, "Inserted": false})
-}
-
-// actionTarget reads the target URI of an action from the resource's raw JSON.
-func actionTarget(m *schemas.VirtualMedia, action string) string {
-	var raw struct {
-		Actions map[string]struct {
-			Target string `json:"target"`
-		}
-	}
-	_ = json.Unmarshal(m.RawData, &raw)
-	if t := raw.Actions[action].Target; t != "" {
-		return t
-	}
-	return m.ODataID + "/Actions/" + strings.TrimPrefix(action, "#")
-}
-
-// send makes one request with a JSON body and no If-Match, and drains the answer.
-func (c *client) send(ctx context.Context, method, uri string, payload any) error {
-	api := c.with(ctx)
-	var resp *http.Response
-	var err error
-	if method == http.MethodPost {
-		resp, err = api.Post(uri, payload)
-	} else {
-		resp, err = api.Patch(uri, payload)
-	}
-	if err != nil {
-		return classify(err)
-	}
-	_ = resp.Body.Close()
-	return nil
 }
 
 // seedOnlySlot returns the device a seed volume goes into when the OS image boots another way

@@ -3,8 +3,7 @@ package bmc
 import (
 	"context"
 	"fmt"
-
-	"github.com/stmcginnis/gofish/schemas"
+	"net/http"
 )
 
 // PowerState is the power state a BMC reports.
@@ -51,8 +50,9 @@ func (c *client) Reset(ctx context.Context, t ResetType) error {
 	if alreadyThere(PowerState(sys.PowerState), t) {
 		return nil
 	}
-	if _, err := sys.Reset(schemas.ResetType(t)); err != nil {
-		return fmt.Errorf("%s reset of %s: %w", t, c.systemPath, classify(err))
+	target := actionTarget(sys.RawData, "#ComputerSystem.Reset", sys.ODataID)
+	if err := c.send(ctx, http.MethodPost, target, map[string]any{"ResetType": t}); err != nil {
+		return fmt.Errorf("%s reset of %s: %w", t, c.systemPath, err)
 	}
 	return nil
 }

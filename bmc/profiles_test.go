@@ -72,6 +72,9 @@ func TestEveryMethodOnEveryProfile(t *testing.T) {
 			if n := s.Stats().SessionsCreated; n != 1 {
 				t.Errorf("%d sessions created, want 1", n)
 			}
+			if n := s.Stats().IfMatchOnActions; n != 0 {
+				t.Errorf("%d action POSTs carried If-Match (iDRAC refuses them)", n)
+			}
 		})
 	}
 }

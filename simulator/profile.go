@@ -51,6 +51,10 @@ type Profile struct {
 	// NoApplyTime: the BIOS settings object advertises no SupportedApplyTimes and refuses a PATCH
 	// carrying @Redfish.SettingsApplyTime; settings apply on the next reset.
 	NoApplyTime bool
+	// ETags: resources carry @odata.etag (so clients such as gofish send If-Match).
+	ETags bool
+	// ActionsRefuseIfMatch: an action POST carrying If-Match is refused with 412, as iDRAC does.
+	ActionsRefuseIfMatch bool
 	// SessionsPath is where the session collection lives (the service root's Links.Sessions).
 	// Default /redfish/v1/SessionService/Sessions.
 	SessionsPath string
@@ -83,6 +87,8 @@ var Profiles = map[string]Profile{
 	// Its system lists a VLAN sub-interface and the host interface among its EthernetInterfaces.
 	// Its firmware updates are accepted with 204 and no task monitor.
 	"manager-media": {Name: "manager-media", Media: "manager", NoMediaActions: true, ExtraInterfaces: true, UpdateWithoutMonitor: true},
+	// Dell iDRAC9, as far as modelled: ETags on resources, and 412 for an action carrying If-Match.
+	"dell-idrac9": {Name: "dell-idrac9", ETags: true, ActionsRefuseIfMatch: true},
 	// A bladed BMC: four systems, and no BIOS, NICs, virtual media or UpdateService; its session
 	// collection is not where most BMCs keep it.
 	"bladed": {Name: "bladed", Systems: 4, NoBios: true, NoNICs: true, Media: "none", NoUpdateService: true,

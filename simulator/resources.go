@@ -198,11 +198,15 @@ func (s *Server) otherRoutes(mux *http.ServeMux, static staticFunc) {
 
 func (s *Server) updateRoutes(mux *http.ServeMux, static staticFunc) {
 	static(updatePath, func() map[string]any {
-		return map[string]any{"@odata.id": updatePath, "@odata.type": "#UpdateService.v1_11_0.UpdateService", "Id": "UpdateService",
+		us := map[string]any{"@odata.id": updatePath, "@odata.type": "#UpdateService.v1_11_0.UpdateService", "Id": "UpdateService",
 			"Name": "Update Service", "ServiceEnabled": true, "FirmwareInventory": link(firmwarePath),
 			"Actions": map[string]any{"#UpdateService.SimpleUpdate": map[string]any{
 				"target": updatePath + "/Actions/UpdateService.SimpleUpdate",
 				"TransferProtocol@Redfish.AllowableValues": []string{"HTTP", "HTTPS"}}}}
+		if s.cfg.Profile.ETags {
+			us["@odata.etag"] = `W/"1"`
+		}
+		return us
 	})
 	mux.HandleFunc("POST "+updatePath+"/Actions/UpdateService.SimpleUpdate", s.simpleUpdate)
 	static(firmwarePath, func() map[string]any {
@@ -310,6 +314,9 @@ func (s *Server) system() map[string]any {
 		"Links": map[string]any{"Chassis": []any{link(chassisPath)}, "ManagedBy": []any{link(managerPath)}},
 	}
 	pr := s.cfg.Profile
+	if pr.ETags {
+		sys["@odata.etag"] = fmt.Sprintf("W/\"%d\"", s.stats.Requests["PATCH"]+s.stats.Requests["POST"])
+	}
 	if pr.NoNICs {
 		delete(sys, "EthernetInterfaces")
 	}

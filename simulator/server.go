@@ -87,6 +87,9 @@ type Stats struct {
 	Boots int
 	// PeakInFlight is the most requests the server was handling at once.
 	PeakInFlight int
+	// IfMatchOnActions counts action POSTs that carried If-Match (refused with 412 by profiles
+	// with ActionsRefuseIfMatch).
+	IfMatchOnActions int
 }
 
 // New starts a simulated server on a loopback port.
@@ -180,7 +183,7 @@ func (s *Server) Stats() Stats {
 	defer s.mu.Unlock()
 	out := Stats{Requests: map[string]int{}, Resets: map[string]int{},
 		SessionsCreated: s.stats.SessionsCreated, SimpleUpdates: s.stats.SimpleUpdates, Boots: s.stats.Boots,
-		PeakInFlight: s.stats.PeakInFlight}
+		PeakInFlight: s.stats.PeakInFlight, IfMatchOnActions: s.stats.IfMatchOnActions}
 	for k, v := range s.stats.Requests {
 		out.Requests[k] = v
 	}
@@ -214,6 +217,15 @@ func (s *Server) handler() http.Handler {
 
 		if s.Fault.intercept(w, r) {
 			return
+		}
+		if r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/Actions/") && r.Header.Get("If-Match") != "" {
+			s.mu.Lock()
+			s.stats.IfMatchOnActions++
+			s.mu.Unlock()
+			if s.cfg.Profile.ActionsRefuseIfMatch {
+				writeError(w, http.StatusPreconditionFailed, "Base.1.8.PreconditionFailed", "The ETag supplied did not match the ETag required to change this resource.")
+				return
+			}
 		}
 		if !s.public(r) && !s.authenticate(r) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="redfish"`)
