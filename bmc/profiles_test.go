@@ -256,3 +256,21 @@ func TestBIOSSettingsWithoutARegistryOrApplyTimes(t *testing.T) {
 		return v == "Disabled", v
 	})
 }
+
+// HPE iLO refuses a boot override while the system is in POST: that is "busy, try again"
+// (ErrConflict, which the host controller retries quietly), not a failure.
+func TestBootOverrideDuringPOSTIsBusy(t *testing.T) {
+	ctx := context.Background()
+	s := newSim(t, simulator.Config{Profile: simulator.Profiles["hpe-ilo5"]})
+	c := connectTo(t, s, Options{})
+	if err := c.Reset(ctx, ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetBootOverride(ctx, BootOverride{Target: BootPxe}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("boot override during POST = %v, want ErrConflict", err)
+	}
+	waitFor(t, 5*time.Second, "the boot override accepted after POST", func() (bool, any) {
+		err := c.SetBootOverride(ctx, BootOverride{Target: BootPxe})
+		return err == nil, err
+	})
+}

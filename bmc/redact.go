@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strings"
 
 	"github.com/stmcginnis/gofish/schemas"
 )
@@ -18,10 +19,12 @@ func classify(err error) error {
 	}
 	var re *schemas.Error
 	if errors.As(err, &re) {
-		switch re.HTTPReturnedStatusCode {
-		case http.StatusConflict:
+		switch {
+		case re.HTTPReturnedStatusCode == http.StatusConflict,
+			// HPE iLO refuses changes while the system is in POST: busy, like a 409.
+			strings.Contains(err.Error(), "UnableToModifyDuringSystemPOST"):
 			return fmt.Errorf("%w: %s", ErrConflict, Redact(re.Message))
-		case http.StatusUnauthorized, http.StatusForbidden:
+		case re.HTTPReturnedStatusCode == http.StatusUnauthorized || re.HTTPReturnedStatusCode == http.StatusForbidden:
 			return fmt.Errorf("%w: %s", ErrAuth, Redact(re.Message))
 		}
 	}

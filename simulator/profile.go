@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 )
 
 // Profile is the shape of a simulated BMC: which resources it has and where. The zero value is the
@@ -55,6 +56,9 @@ type Profile struct {
 	ETags bool
 	// ActionsRefuseIfMatch: an action POST carrying If-Match is refused with 412, as iDRAC does.
 	ActionsRefuseIfMatch bool
+	// BootLockedDuringPOST: for this long after a power-on the system is in POST and refuses a
+	// boot override PATCH with 400 UnableToModifyDuringSystemPOST, as HPE iLO does.
+	BootLockedDuringPOST time.Duration
 	// SessionsPath is where the session collection lives (the service root's Links.Sessions).
 	// Default /redfish/v1/SessionService/Sessions.
 	SessionsPath string
@@ -89,6 +93,8 @@ var Profiles = map[string]Profile{
 	"manager-media": {Name: "manager-media", Media: "manager", NoMediaActions: true, ExtraInterfaces: true, UpdateWithoutMonitor: true},
 	// Dell iDRAC9, as far as modelled: ETags on resources, and 412 for an action carrying If-Match.
 	"dell-idrac9": {Name: "dell-idrac9", ETags: true, ActionsRefuseIfMatch: true},
+	// HPE iLO 5, as far as modelled: boot overrides refused while the system is in POST.
+	"hpe-ilo5": {Name: "hpe-ilo5", BootLockedDuringPOST: time.Second},
 	// A bladed BMC: four systems, and no BIOS, NICs, virtual media or UpdateService; its session
 	// collection is not where most BMCs keep it.
 	"bladed": {Name: "bladed", Systems: 4, NoBios: true, NoNICs: true, Media: "none", NoUpdateService: true,

@@ -353,6 +353,10 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if b := body.Boot; b != nil && time.Now().Before(s.state.postUntil) {
+		writeError(w, 400, "iLO.2.14.UnableToModifyDuringSystemPOST", "The value for the property cannot be changed while the server is in POST.")
+		return
+	}
 	if b := body.Boot; b != nil {
 		next := s.state.boot
 		if b.BootSourceOverrideEnabled != nil {

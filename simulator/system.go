@@ -57,6 +57,7 @@ type drive struct {
 
 type systemState struct {
 	power       string
+	postUntil   time.Time // in POST until then (boot overrides refused by BootLockedDuringPOST)
 	boot        bootOverride
 	media       []*mediaSlot // virtual media slots; the first is the CD
 	bios        map[string]any
@@ -302,6 +303,7 @@ func (s *Server) reset(resetType string) (int, string) {
 			return 204, ""
 		}
 		st.power = PowerPoweringOff
+		st.postUntil = time.Time{} // a server going off is out of POST
 		s.after(lat, func() { st.power = PowerOff })
 	case "GracefulRestart", "ForceRestart", "PowerCycle":
 		if st.power == PowerOff {
@@ -323,6 +325,7 @@ func (s *Server) reset(resetType string) (int, string) {
 // powerOn starts a boot that completes after lat. Caller holds s.mu.
 func (s *Server) powerOn(lat time.Duration) {
 	s.state.power = PowerPoweringOn
+	s.state.postUntil = time.Now().Add(lat + s.cfg.Profile.BootLockedDuringPOST)
 	s.after(lat, s.booted)
 }
 

@@ -338,6 +338,9 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 			err = s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootCd})
 		}
 	}
+	if errors.Is(err, bmc.ErrConflict) {
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil // busy (a power transition, POST): the next round prepares again
+	}
 	if err != nil {
 		conditions.Set(h, metav1.Condition{Type: infrav1.BootPreparedCondition, Status: metav1.ConditionFalse, Reason: infrav1.BootPreparationFailedReason, Message: err.Error()})
 		return ctrl.Result{}, fmt.Errorf("preparing the provisioning boot: %w", err)
