@@ -92,16 +92,48 @@ func (c *client) insert(ctx context.Context, m *schemas.VirtualMedia, image stri
 	}
 	// By the action where the BMC offers it (a POST without If-Match: some BMCs answer 412 to
 	// an action carrying one), else by PATCHing the resource.
+	payload := map[string]any{"Image": image, "Inserted": true, "WriteProtected": true}
+	if !m.SupportsMediaInsert {
+		if err := c.send(ctx, http.MethodPatch, m.ODataID, payload); err != nil {
+			return fmt.Errorf("inserting virtual media into %s: %w", m.ID, err)
+		}
+		return nil
+	}
+	// The action's payload varies by BMC (as sushy handles it): one that refuses Inserted and
+	// WriteProtected gets them dropped, one that requires TransferProtocolType gets it. A refused
+	// action was not carried out, so sending it again is safe.
+	target := actionTarget(m.RawData, "#VirtualMedia.InsertMedia", m.ODataID)
 	var err error
-	if m.SupportsMediaInsert {
-		err = c.send(ctx, http.MethodPost, actionTarget(m.RawData, "#VirtualMedia.InsertMedia", m.ODataID), map[string]any{"Image": image, "Inserted": true, "WriteProtected": true})
-	} else {
-		err = c.send(ctx, http.MethodPatch, m.ODataID, map[string]any{"Image": image, "Inserted": true, "WriteProtected": true})
+	for range 3 {
+		if err = c.send(ctx, http.MethodPost, target, payload); err == nil {
+			return nil
+		}
+		adjusted := false
+		msg := err.Error()
+		for _, p := range []string{"Inserted", "WriteProtected"} {
+			if _, ok := payload[p]; ok && strings.Contains(msg, "parameter "+p) {
+				delete(payload, "Inserted")
+				delete(payload, "WriteProtected")
+				adjusted = true
+			}
+		}
+		if _, ok := payload["TransferProtocolType"]; !ok && strings.Contains(msg, "TransferProtocolType") {
+			payload["TransferProtocolType"] = transferProtocol(image)
+			adjusted = true
+		}
+		if !adjusted {
+			break
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("inserting virtual media into %s: %w", m.ID, err)
+	return fmt.Errorf("inserting virtual media into %s: %w", m.ID, err)
+}
+
+// transferProtocol is the Redfish TransferProtocolType of a URL.
+func transferProtocol(url string) string {
+	if strings.HasPrefix(url, "https://") {
+		return "HTTPS"
 	}
-	return nil
+	return "HTTP"
 }
 
 // eject detaches m and clears its image: by the EjectMedia action where offered, else by a PATCH

@@ -59,6 +59,9 @@ type Profile struct {
 	// BootLockedDuringPOST: for this long after a power-on the system is in POST and refuses a
 	// boot override PATCH with 400 UnableToModifyDuringSystemPOST, as HPE iLO does.
 	BootLockedDuringPOST time.Duration
+	// StrictMediaPayload: InsertMedia refuses the Inserted and WriteProtected parameters and
+	// requires TransferProtocolType, as Supermicro does.
+	StrictMediaPayload bool
 	// SessionsPath is where the session collection lives (the service root's Links.Sessions).
 	// Default /redfish/v1/SessionService/Sessions.
 	SessionsPath string
@@ -91,10 +94,17 @@ var Profiles = map[string]Profile{
 	// Its system lists a VLAN sub-interface and the host interface among its EthernetInterfaces.
 	// Its firmware updates are accepted with 204 and no task monitor.
 	"manager-media": {Name: "manager-media", Media: "manager", NoMediaActions: true, ExtraInterfaces: true, UpdateWithoutMonitor: true},
-	// Dell iDRAC9, as far as modelled: ETags on resources, and 412 for an action carrying If-Match.
-	"dell-idrac9": {Name: "dell-idrac9", ETags: true, ActionsRefuseIfMatch: true},
+	// Dell iDRAC9, as far as modelled: ETags on resources, 412 for an action carrying If-Match,
+	// virtual media under the manager (firmware before 6.x).
+	"dell-idrac9": {Name: "dell-idrac9", ETags: true, ActionsRefuseIfMatch: true, Media: "manager"},
+	// Lenovo XCC, as far as modelled: virtual media under the manager, inserted and ejected by
+	// PATCH (no actions).
+	"lenovo-xcc": {Name: "lenovo-xcc", Media: "manager", NoMediaActions: true},
 	// HPE iLO 5, as far as modelled: boot overrides refused while the system is in POST.
 	"hpe-ilo5": {Name: "hpe-ilo5", BootLockedDuringPOST: time.Second},
+	// Supermicro X13, as far as modelled: virtual media under the manager, with a strict
+	// InsertMedia payload.
+	"supermicro-x13": {Name: "supermicro-x13", Media: "manager", StrictMediaPayload: true},
 	// A bladed BMC: four systems, and no BIOS, NICs, virtual media or UpdateService; its session
 	// collection is not where most BMCs keep it.
 	"bladed": {Name: "bladed", Systems: 4, NoBios: true, NoNICs: true, Media: "none", NoUpdateService: true,

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -593,13 +594,27 @@ func (s *Server) virtualMedia(slot *mediaSlot) map[string]any {
 }
 
 func (s *Server) insertMedia(w http.ResponseWriter, r *http.Request, slot *mediaSlot) {
+	var raw map[string]json.RawMessage
 	var body struct {
 		Image    string
 		Inserted *bool
 	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Image == "" {
+	data, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if json.Unmarshal(data, &raw) != nil || json.Unmarshal(data, &body) != nil || body.Image == "" {
 		writeError(w, 400, "Base.1.8.ActionParameterMissing", "The action InsertMedia requires the parameter Image.")
 		return
+	}
+	if s.cfg.Profile.StrictMediaPayload {
+		for _, p := range []string{"Inserted", "WriteProtected"} {
+			if _, ok := raw[p]; ok {
+				writeError(w, 400, "Base.1.8.ActionParameterUnknown", "The action InsertMedia was submitted with the invalid parameter "+p+".")
+				return
+			}
+		}
+		if _, ok := raw["TransferProtocolType"]; !ok {
+			writeError(w, 400, "Base.1.8.ActionParameterMissing", "The action InsertMedia requires the parameter TransferProtocolType to be present in the request body.")
+			return
+		}
 	}
 	if s.Fault.takeRejectMedia() {
 		writeError(w, 400, "Base.1.8.ActionParameterValueFormatError", "The value '"+body.Image+"' for the parameter Image in the action InsertMedia is of a different format than the parameter can accept.")
