@@ -27,6 +27,8 @@ type FleetOptions struct {
 	SingleMediaSlot bool
 	TLS             bool
 	PoweredOn       bool
+	// Profiles are given to the servers in turn (a mixed fleet); empty: the default profile.
+	Profiles []Profile
 }
 
 // Fleet is a set of simulated servers.
@@ -44,8 +46,13 @@ func StartFleet(opts FleetOptions) (*Fleet, error) {
 	}
 	f := &Fleet{}
 	for i := 0; i < opts.Servers; i++ {
+		var profile Profile
+		if len(opts.Profiles) > 0 {
+			profile = opts.Profiles[i%len(opts.Profiles)]
+		}
 		s, err := New(Config{
-			ID: fmt.Sprintf("%s-%d", opts.NamePrefix, i), Index: i, Fleet: opts.Fleet, Username: opts.Username, Password: opts.Password,
+			Profile: profile,
+			ID:      fmt.Sprintf("%s-%d", opts.NamePrefix, i), Index: i, Fleet: opts.Fleet, Username: opts.Username, Password: opts.Password,
 			PowerLatency: opts.PowerLatency, TaskDuration: opts.TaskDuration, EraseDuration: opts.EraseDuration, NoSecureErase: opts.NoSecureErase,
 			IPXEChainURL: opts.IPXEChainURL, SingleMediaSlot: opts.SingleMediaSlot,
 			TLS: opts.TLS, PoweredOn: opts.PoweredOn,
