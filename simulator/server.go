@@ -147,6 +147,9 @@ func (s *Server) Close() {
 	s.srv.Close()
 }
 
+// Profile returns the BMC profile the server simulates.
+func (s *Server) Profile() Profile { return s.cfg.Profile }
+
 // ID returns the server's ID.
 func (s *Server) ID() string { return s.cfg.ID }
 

@@ -33,6 +33,8 @@ const FleetLabel = "simulator.caprf.dev/fleet"
 
 // options are the command's flags.
 type options struct {
+	profiles     string
+	profileList  []simulator.Profile
 	servers      int
 	prefix       string
 	fleet        int
@@ -57,6 +59,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.fleet, "fleet", -1, "Fleet number 0-65535 that makes MACs and UUIDs unique across fleets (make dev's own servers are fleet 0). Default: random 1-65535, one no registered host uses with --kubeconfig.")
 	fs.DurationVar(&o.powerLatency, "power-latency", 2*time.Second, "How long a power transition takes.")
 	fs.DurationVar(&o.taskDuration, "task-duration", 10*time.Second, "How long a firmware update task runs.")
+	fs.StringVar(&o.profiles, "profiles", "dmtf", "Comma-separated BMC profiles given to the servers in turn, a mixed fleet: "+strings.Join(simulator.ProfileNames(), ", ")+".")
 	fs.BoolVar(&o.tls, "tls", false, "Serve HTTPS with self-signed certificates (hosts then set insecureSkipVerify).")
 	fs.BoolVar(&o.manifests, "manifests", false, "Print RedfishHost and credentials Secret manifests (no namespace: kubectl's applies) instead of a table.")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Register the servers as RedfishHosts in this cluster and run their simulated OS, which registers Nodes there (the workload cluster of `make dev` is its own API server).")
@@ -91,7 +94,7 @@ Flags:
 
 	fleet, err := simulator.StartFleet(simulator.FleetOptions{
 		Servers: o.servers, NamePrefix: o.prefix, Fleet: uint16(o.fleet), //nolint:gosec // checked to be 0-65535.
-		PowerLatency: o.powerLatency, TaskDuration: o.taskDuration, TLS: o.tls, IPXEChainURL: o.ipxeChainURL(),
+		PowerLatency: o.powerLatency, TaskDuration: o.taskDuration, TLS: o.tls, IPXEChainURL: o.ipxeChainURL(), Profiles: o.profileList,
 	})
 	if err != nil {
 		return err
@@ -110,7 +113,7 @@ Flags:
 	default:
 		for _, s := range fleet.Servers {
 			user, pass := s.Credentials()
-			fmt.Fprintf(stdout, "%-12s %s  user=%s password=%s\n", s.ID(), s.Address(), user, pass)
+			fmt.Fprintf(stdout, "%-12s %s  user=%s password=%s profile=%s\n", s.ID(), s.Address(), user, pass, s.Profile().Name)
 		}
 	}
 	fmt.Fprintf(stderr, "redfish-sim: %d servers %s-0…%d up (fleet %d); they run in the foreground until Ctrl-C\n", len(fleet.Servers), o.prefix, len(fleet.Servers)-1, o.fleet)
@@ -133,6 +136,14 @@ func (o *options) ipxeChainURL() string {
 func (o *options) complete() error {
 	if o.servers < 1 || o.servers > 65536 {
 		return fmt.Errorf("--servers %d: must be between 1 and 65536", o.servers)
+	}
+	o.profileList = nil
+	for _, name := range strings.Split(o.profiles, ",") {
+		p, err := simulator.ProfileNamed(strings.TrimSpace(name))
+		if err != nil {
+			return fmt.Errorf("--profiles: %w", err)
+		}
+		o.profileList = append(o.profileList, p)
 	}
 	var random [4]byte
 	if _, err := rand.Read(random[:]); err != nil {

@@ -67,10 +67,25 @@ func TestBadFlagsAreRefusedBeforeAnythingStarts(t *testing.T) {
 		{[]string{"--fleet", "70000"}, "--fleet 70000: must be between 0 and 65535"},
 		{[]string{"--manifests", "--kubeconfig", "x"}, "--manifests and --kubeconfig exclude each other"},
 		{[]string{"--kubeconfig", "/nonexistent/kubeconfig"}, "reading --kubeconfig"},
+		{[]string{"--profiles", "dmtf,hp"}, `--profiles: unknown simulator profile "hp"`},
 	} {
 		_, _, err := run(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: want an error containing %q, got %v", tc.args, tc.want, err)
 		}
+	}
+}
+
+func TestProfilesAreGivenToTheServersInTurn(t *testing.T) {
+	out, _, err := run(t, "--servers", "3", "--profiles", "hpe-ilo5,bladed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		got = append(got, line[strings.LastIndex(line, "profile=")+len("profile="):])
+	}
+	if strings.Join(got, ",") != "hpe-ilo5,bladed,hpe-ilo5" {
+		t.Errorf("profiles %v, want hpe-ilo5, bladed, hpe-ilo5:\n%s", got, out)
 	}
 }
