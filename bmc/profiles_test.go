@@ -278,3 +278,13 @@ func TestBootOverrideDuringPOSTIsBusy(t *testing.T) {
 		return err == nil, err
 	})
 }
+
+// Drives listed only as SimpleStorage devices cannot be erased through Redfish: cleaning is
+// refused with ErrNothingToErase rather than reported done.
+func TestSimpleStorageOnlyHasNothingToErase(t *testing.T) {
+	s := newSim(t, simulator.Config{Profile: simulator.Profiles["simple-storage"]})
+	c := connectTo(t, s, Options{})
+	if _, err := c.EraseDrives(context.Background()); !errors.Is(err, ErrNothingToErase) {
+		t.Errorf("EraseDrives = %v, want ErrNothingToErase", err)
+	}
+}
