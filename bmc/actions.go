@@ -3,8 +3,11 @@ package bmc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
+
+	"github.com/stmcginnis/gofish/schemas"
 )
 
 // actionTarget reads the target URI of an action from a resource's raw JSON; without one, the
@@ -47,4 +50,46 @@ func (c *client) request(ctx context.Context, method, uri string, payload any) (
 		return nil, classify(err)
 	}
 	return resp, nil
+}
+
+// patch PATCHes a resource with its ETag as If-Match (BMCs such as Lenovo XCC refuse a PATCH
+// without one, 428); a 412 (the ETag changed, or a BMC that refuses If-Match) is retried once
+// without it. A PATCH is idempotent, so the retry is safe.
+func (c *client) patch(ctx context.Context, uri, etag string, payload any) error {
+	api := c.with(ctx)
+	headers := map[string]string{}
+	if etag != "" {
+		headers["If-Match"] = etag
+	}
+	resp, err := api.PatchWithHeaders(uri, payload, headers)
+	if err != nil && etag != "" && statusOf(err) == http.StatusPreconditionFailed {
+		resp, err = api.PatchWithHeaders(uri, payload, nil)
+	}
+	if err != nil {
+		return classify(err)
+	}
+	_ = resp.Body.Close()
+	return nil
+}
+
+// statusOf returns the HTTP status of a BMC's error answer, 0 without one.
+func statusOf(err error) int {
+	var re *schemas.Error
+	if errors.As(err, &re) {
+		return re.HTTPReturnedStatusCode
+	}
+	return 0
+}
+
+// settingsObject is the @Redfish.Settings object of a resource, "" when it has none.
+func settingsObject(raw []byte) string {
+	var res struct {
+		Settings struct {
+			SettingsObject struct {
+				ID string `json:"@odata.id"`
+			}
+		} `json:"@Redfish.Settings"`
+	}
+	_ = json.Unmarshal(raw, &res)
+	return res.Settings.SettingsObject.ID
 }

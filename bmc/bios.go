@@ -60,7 +60,11 @@ func (c *client) SetBIOSAttributes(ctx context.Context, attrs map[string]any) er
 		settings[k] = v
 	}
 	applyAt := schemas.OnResetSettingsApplyTime
-	if !c.advertisesApplyTime(ctx, b.ODataID, applyAt) {
+	advertised, err := c.advertisesApplyTime(ctx, b.ODataID, applyAt)
+	if err != nil {
+		return err
+	}
+	if !advertised {
 		applyAt = "" // not advertised: some BMCs refuse the annotation; settings apply on reset anyway
 	}
 	if err := b.UpdateBiosAttributesApplyAt(settings, applyAt); err != nil {
@@ -109,12 +113,13 @@ func checkAttributes(reg []schemas.Attributes, current schemas.SettingsAttribute
 		v := attrs[name]
 		if reg == nil {
 			// No registry: the current value says the attribute exists and its type.
+			// Values are never printed: some are passwords.
 			cur, ok := current[name]
 			switch {
 			case !ok:
 				problems = append(problems, fmt.Sprintf("%s: unknown attribute", name))
-			case kindOf(cur) != kindOf(v):
-				problems = append(problems, fmt.Sprintf("%s: %v is not a %s like its current value %v", name, v, kindOf(cur), cur))
+			case cur != nil && kindOf(cur) != kindOf(v): // a null current value (a password) says nothing
+				problems = append(problems, fmt.Sprintf("%s: a %s value, but the attribute holds a %s", name, kindOf(v), kindOf(cur)))
 			}
 			continue
 		}
@@ -196,11 +201,11 @@ func toInt(v any) (int64, bool) {
 }
 
 // advertisesApplyTime says whether the resource's @Redfish.Settings lists t among its
-// SupportedApplyTimes.
-func (c *client) advertisesApplyTime(ctx context.Context, uri string, t schemas.SettingsApplyTime) bool {
+// SupportedApplyTimes (gofish keeps the resource's JSON to itself, so it is read again).
+func (c *client) advertisesApplyTime(ctx context.Context, uri string, t schemas.SettingsApplyTime) (bool, error) {
 	resp, err := c.with(ctx).Get(uri)
 	if err != nil {
-		return false
+		return false, fmt.Errorf("reading %s: %w", uri, classify(err))
 	}
 	defer func() { _ = resp.Body.Close() }()
 	var res struct {
@@ -208,8 +213,8 @@ func (c *client) advertisesApplyTime(ctx context.Context, uri string, t schemas.
 			SupportedApplyTimes []schemas.SettingsApplyTime
 		} `json:"@Redfish.Settings"`
 	}
-	if json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&res) != nil {
-		return false
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&res); err != nil {
+		return false, fmt.Errorf("reading %s: %w", uri, err)
 	}
-	return slices.Contains(res.Settings.SupportedApplyTimes, t)
+	return slices.Contains(res.Settings.SupportedApplyTimes, t), nil
 }

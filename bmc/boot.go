@@ -3,6 +3,7 @@ package bmc
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 
 	"github.com/stmcginnis/gofish/schemas"
@@ -66,16 +67,27 @@ func (c *client) SetBootOverride(ctx context.Context, o BootOverride) error {
 	} else if o.Legacy {
 		return fmt.Errorf("%w: legacy boot mode (system %s has no BootSourceOverrideMode)", ErrNotSupported, c.systemPath)
 	}
-	switch {
-	case o.Target == BootUefiHTTP:
+	if o.Target == BootUefiHTTP {
 		boot["HttpBootUri"] = o.HTTPBootURI
-	case cur.HTTPBootURI != "":
-		boot["HttpBootUri"] = nil // a stale URI of an earlier UEFI HTTP boot
 	}
-	resp, err := c.with(ctx).Patch(sys.ODataID, map[string]any{"Boot": boot})
+	err = c.patch(ctx, sys.ODataID, sys.ODataEtag, map[string]any{"Boot": boot})
+	if settings := settingsObject(sys.RawData); err != nil && settings != "" && (statusOf(err) == http.StatusBadRequest || statusOf(err) == http.StatusMethodNotAllowed) {
+		// Where Boot is read-only on the system itself, its settings object takes it.
+		err = c.patch(ctx, settings, "", map[string]any{"Boot": boot})
+	}
 	if err != nil {
-		return fmt.Errorf("setting boot override %s: %w", o.Target, classify(err))
+		return fmt.Errorf("setting boot override %s: %w", o.Target, err)
 	}
-	_ = resp.Body.Close()
+	if o.Target != BootUefiHTTP && cur.HTTPBootURI != "" {
+		// A URI left by an earlier UEFI HTTP boot, cleared on its own (best effort): a BMC that
+		// refuses null takes "".
+		etag := ""
+		if fresh, err := c.system(ctx); err == nil {
+			etag = fresh.ODataEtag // the override PATCH changed it
+		}
+		if err := c.patch(ctx, sys.ODataID, etag, map[string]any{"Boot": map[string]any{"HttpBootUri": nil}}); err != nil {
+			_ = c.patch(ctx, sys.ODataID, etag, map[string]any{"Boot": map[string]any{"HttpBootUri": ""}})
+		}
+	}
 	return nil
 }

@@ -184,7 +184,10 @@ func connect(ctx context.Context, t Target, opts Options, br *breaker) (*client,
 		if err := c.discoverSystem(ctx); err != nil {
 			// Listing the systems logged in: a connection retried every reconcile must not
 			// fill the BMC's session table.
-			c.close(ctx)
+			// The call's context may be what ended (a timeout): log out on one of its own.
+			logoutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.AttemptTimeout)
+			c.close(logoutCtx)
+			cancel()
 			c.tr.closeIdle()
 			return nil, err
 		}

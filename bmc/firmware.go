@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/stmcginnis/gofish"
@@ -66,6 +67,9 @@ func (c *client) UpdateFirmware(ctx context.Context, imageURI string, target Fir
 	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&task)
 	_ = resp.Body.Close()
 	if monitor := resp.Header.Get("Location"); resp.StatusCode == http.StatusAccepted && monitor != "" {
+		if u, err := url.Parse(monitor); err == nil && u.IsAbs() {
+			monitor = u.RequestURI() // the client prefixes the BMC's address itself
+		}
 		return monitor, nil
 	}
 	if strings.Contains(task.ID, "/Tasks/") { // the Task in the answer's body instead of a monitor

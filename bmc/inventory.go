@@ -44,9 +44,9 @@ func (c *client) Inventory(ctx context.Context) (*infrav1.Inventory, error) {
 	if nics, err := sys.EthernetInterfaces(); err == nil {
 		for _, n := range nics {
 			// The server's own ports only: not VLAN sub-interfaces nor the BMC's host interface
-			// (both virtual), and by the address burnt in, which is what DHCP and the boot MAC
+			// (EthernetInterfaceType Virtual), and by the address burnt in, which is what DHCP and the boot MAC
 			// see before an OS sets another (a bond).
-			if n.EthernetInterfaceType == schemas.VirtualEthernetDeviceType || n.VLAN.VLANEnable {
+			if n.EthernetInterfaceType == schemas.VirtualEthernetDeviceType { // VLAN.VLANEnable is a physical port's own tagging
 				continue
 			}
 			mac := n.PermanentMACAddress

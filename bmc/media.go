@@ -94,7 +94,7 @@ func (c *client) insert(ctx context.Context, m *schemas.VirtualMedia, image stri
 	// an action carrying one), else by PATCHing the resource.
 	payload := map[string]any{"Image": image, "Inserted": true, "WriteProtected": true}
 	if !m.SupportsMediaInsert {
-		if err := c.send(ctx, http.MethodPatch, m.ODataID, payload); err != nil {
+		if err := c.patch(ctx, m.ODataID, m.ODataEtag, payload); err != nil {
 			return fmt.Errorf("inserting virtual media into %s: %w", m.ID, err)
 		}
 		return nil
@@ -108,18 +108,21 @@ func (c *client) insert(ctx context.Context, m *schemas.VirtualMedia, image stri
 		if err = c.send(ctx, http.MethodPost, target, payload); err == nil {
 			return nil
 		}
+		// Only a 400 that names the parameter (refused, so not carried out) adjusts the payload.
 		adjusted := false
 		msg := err.Error()
-		for _, p := range []string{"Inserted", "WriteProtected"} {
-			if _, ok := payload[p]; ok && strings.Contains(msg, "parameter "+p) {
+		if statusOf(err) == http.StatusBadRequest {
+			_, hasInserted := payload["Inserted"]
+			if hasInserted && (strings.Contains(msg, "ActionParameterUnknown") || strings.Contains(msg, "ActionParameterNotSupported")) &&
+				(strings.Contains(msg, "Inserted") || strings.Contains(msg, "WriteProtected")) {
 				delete(payload, "Inserted")
 				delete(payload, "WriteProtected")
 				adjusted = true
 			}
-		}
-		if _, ok := payload["TransferProtocolType"]; !ok && strings.Contains(msg, "TransferProtocolType") {
-			payload["TransferProtocolType"] = transferProtocol(image)
-			adjusted = true
+			if _, ok := payload["TransferProtocolType"]; !ok && strings.Contains(msg, "ActionParameterMissing") && strings.Contains(msg, "TransferProtocolType") {
+				payload["TransferProtocolType"] = transferProtocol(image)
+				adjusted = true
+			}
 		}
 		if !adjusted {
 			break
@@ -142,7 +145,7 @@ func (c *client) eject(ctx context.Context, m *schemas.VirtualMedia) error {
 	if m.SupportsMediaEject {
 		return c.send(ctx, http.MethodPost, actionTarget(m.RawData, "#VirtualMedia.EjectMedia", m.ODataID), map[string]any{})
 	}
-	return c.send(ctx, http.MethodPatch, m.ODataID, map[string]any{"Image": nil, "Inserted": false})
+	return c.patch(ctx, m.ODataID, m.ODataEtag, map[string]any{"Image": nil, "Inserted": false})
 }
 
 // seedOnlySlot returns the device a seed volume goes into when the OS image boots another way

@@ -21,8 +21,9 @@ func classify(err error) error {
 	if errors.As(err, &re) {
 		switch {
 		case re.HTTPReturnedStatusCode == http.StatusConflict,
-			// HPE iLO refuses changes while the system is in POST: busy, like a 409.
-			strings.Contains(err.Error(), "UnableToModifyDuringSystemPOST"):
+			// HPE iLO refuses changes while the system is in POST (400 with this MessageId):
+			// busy, like a 409.
+			re.HTTPReturnedStatusCode == http.StatusBadRequest && strings.Contains(err.Error(), ".UnableToModifyDuringSystemPOST"):
 			return fmt.Errorf("%w: %s", ErrConflict, Redact(re.Message))
 		case re.HTTPReturnedStatusCode == http.StatusUnauthorized || re.HTTPReturnedStatusCode == http.StatusForbidden:
 			return fmt.Errorf("%w: %s", ErrAuth, Redact(re.Message))

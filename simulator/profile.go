@@ -56,6 +56,9 @@ type Profile struct {
 	ETags bool
 	// ActionsRefuseIfMatch: an action POST carrying If-Match is refused with 412, as iDRAC does.
 	ActionsRefuseIfMatch bool
+	// PatchRequiresIfMatch: a PATCH without If-Match is refused with 428 PreconditionRequired, as
+	// Lenovo XCC and AMI-based BMCs do.
+	PatchRequiresIfMatch bool
 	// BootLockedDuringPOST: for this long after a power-on the system is in POST and refuses a
 	// boot override PATCH with 400 UnableToModifyDuringSystemPOST, as HPE iLO does.
 	BootLockedDuringPOST time.Duration
@@ -98,8 +101,8 @@ var Profiles = map[string]Profile{
 	// virtual media under the manager (firmware before 6.x).
 	"dell-idrac9": {Name: "dell-idrac9", ETags: true, ActionsRefuseIfMatch: true, Media: "manager"},
 	// Lenovo XCC, as far as modelled: virtual media under the manager, inserted and ejected by
-	// PATCH (no actions).
-	"lenovo-xcc": {Name: "lenovo-xcc", Media: "manager", NoMediaActions: true},
+	// PATCH (no actions); ETags, and PATCHes refused without If-Match.
+	"lenovo-xcc": {Name: "lenovo-xcc", Media: "manager", NoMediaActions: true, ETags: true, PatchRequiresIfMatch: true},
 	// HPE iLO 5, as far as modelled: boot overrides refused while the system is in POST.
 	"hpe-ilo5": {Name: "hpe-ilo5", BootLockedDuringPOST: time.Second},
 	// Supermicro X13, as far as modelled: virtual media under the manager, with a strict

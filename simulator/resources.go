@@ -590,6 +590,9 @@ func (s *Server) virtualMedia(slot *mediaSlot) map[string]any {
 	if s.cfg.Profile.NoMediaActions {
 		delete(res, "Actions")
 	}
+	if s.cfg.Profile.ETags {
+		res["@odata.etag"] = fmt.Sprintf("W/\"%s-%t\"", slot.id, slot.inserted)
+	}
 	return res
 }
 

@@ -230,6 +230,10 @@ func (s *Server) handler() http.Handler {
 				return
 			}
 		}
+		if s.cfg.Profile.PatchRequiresIfMatch && r.Method == http.MethodPatch && r.Header.Get("If-Match") == "" {
+			writeError(w, http.StatusPreconditionRequired, "Base.1.8.PreconditionRequired", "A precondition header or annotation is required to change this resource.")
+			return
+		}
 		if !s.public(r) && !s.authenticate(r) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="redfish"`)
 			writeError(w, http.StatusUnauthorized, "Base.1.8.NoValidSession", "There is no valid session established with the implementation.")

@@ -41,6 +41,8 @@ const (
 
 	BMCAuthFailedReason  = "AuthenticationFailed"
 	BMCUnreachableReason = "Unreachable"
+	// BMCBusyReason: the BMC refused a change for now (409, or HPE's "in POST"); retried.
+	BMCBusyReason = "BMCBusy"
 	// BMCConnectingReason: the connection (service root, login) is being made in the background.
 	BMCConnectingReason      = "Connecting"
 	BMCAddressInvalidReason  = "InvalidAddress"

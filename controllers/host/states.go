@@ -339,7 +339,9 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 		}
 	}
 	if errors.Is(err, bmc.ErrConflict) {
-		return ctrl.Result{RequeueAfter: r.PollInterval}, nil // busy (a power transition, POST): the next round prepares again
+		// Busy (a power transition, POST): said in the condition, and prepared again next round.
+		conditions.Set(h, metav1.Condition{Type: infrav1.BootPreparedCondition, Status: metav1.ConditionFalse, Reason: infrav1.BMCBusyReason, Message: err.Error()})
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	}
 	if err != nil {
 		conditions.Set(h, metav1.Condition{Type: infrav1.BootPreparedCondition, Status: metav1.ConditionFalse, Reason: infrav1.BootPreparationFailedReason, Message: err.Error()})

@@ -214,7 +214,7 @@ func TestHostStateMachine(t *testing.T) {
 		{name: "provisioning while the BMC is busy (in POST): prepared again soon, nothing recorded",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning, func(c *infrav1.HostClaim) { c.BootMethod = infrav1.BootMethodPXE })},
 			bmc:  fakeBMC{power: bmc.PowerOff, errs: map[string]error{"SetBootOverride": bmc.ErrConflict}},
-			want: want{state: infrav1.HostStateProvisioning, calls: []string{"SetBootOverride(Pxe)"}, requeue: poll, check: func(t *testing.T, h *infrav1.RedfishHost) {
+			want: want{state: infrav1.HostStateProvisioning, calls: []string{"SetBootOverride(Pxe)"}, condition: "BootPrepared=False/BMCBusy", requeue: poll, check: func(t *testing.T, h *infrav1.RedfishHost) {
 				if h.Status.BootIssuedAt != nil {
 					t.Error("a boot was recorded")
 				}
