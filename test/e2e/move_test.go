@@ -36,23 +36,7 @@ import (
 // (its library) into a second management cluster with its own CAPI and provider controllers.
 var _ = Describe("clusterctl move", Label("move"), func() {
 	It("moves a running cluster with its hosts to a second management cluster: every running host stays with its machine, nothing boots, and the target provisions new machines on the spare", func() {
-		b := newBed("move", 3, nil)
-		b.waitHostsAvailable(3)
-		b.createCluster("move")
-		b.controlPlane()
-		b.template("workers", infrav1.RedfishMachineSpec{NodeReuse: true})
-		b.machineDeployment("workers", "workers", 1)
-		b.waitRunning("workers", 1)
-		placement := b.placement()
-		Expect(placement).To(HaveLen(2))
-		used := map[string]bool{}
-		for _, h := range placement {
-			used[h] = true
-		}
-		boots := map[string]int{}
-		for _, s := range b.fleet.Servers {
-			boots[s.ID()] = s.Stats().Boots
-		}
+		b, placement, used, boots := runningCluster("move")
 
 		By("starting a second management cluster with CAPI and this provider")
 		target := startTarget()
@@ -135,6 +119,30 @@ var _ = Describe("clusterctl move", Label("move"), func() {
 	})
 })
 
+// runningCluster starts 3 hosts running a control plane and one nodeReuse worker, the third a
+// spare; it returns where each RedfishMachine runs, the hosts in use and each server's boots.
+func runningCluster(name string) (b *bed, placement map[string]string, used map[string]bool, boots map[string]int) {
+	GinkgoHelper()
+	b = newBed(name, 3, nil)
+	b.waitHostsAvailable(3)
+	b.createCluster(name)
+	b.controlPlane()
+	b.template("workers", infrav1.RedfishMachineSpec{NodeReuse: true})
+	b.machineDeployment("workers", "workers", 1)
+	b.waitRunning("workers", 1)
+	placement = b.placement()
+	Expect(placement).To(HaveLen(2))
+	used = map[string]bool{}
+	for _, h := range placement {
+		used[h] = true
+	}
+	boots = map[string]int{}
+	for _, s := range b.fleet.Servers {
+		boots[s.ID()] = s.Stats().Boots
+	}
+	return b, placement, used, boots
+}
+
 // startTarget starts a second management cluster (API server, CAPI controllers and webhooks, this
 // provider with its own seed server) for the length of the spec.
 func startTarget() *testenv.Environment {
@@ -166,23 +174,7 @@ func startTarget() *testenv.Environment {
 // keep their claims.
 var _ = Describe("Restoring a backup in place", Label("restore-in-place"), func() {
 	It("keeps every running host with its machine, booting nothing, when hosts and machines come back without status", func() {
-		b := newBed("move", 3, nil)
-		b.createCluster("move")
-		b.controlPlane()
-		b.template("workers", infrav1.RedfishMachineSpec{NodeReuse: true})
-		b.machineDeployment("workers", "workers", 1)
-		b.waitRunning("workers", 1)
-
-		placement := b.placement()
-		Expect(placement).To(HaveLen(2))
-		used := map[string]bool{}
-		for _, h := range placement {
-			used[h] = true
-		}
-		boots := map[string]int{}
-		for _, s := range b.fleet.Servers {
-			boots[s.ID()] = s.Stats().Boots
-		}
+		b, placement, used, boots := runningCluster("restore")
 
 		for _, order := range [][]string{{"hosts", "machines"}, {"machines", "hosts"}} {
 			By("recreating " + order[0] + " then " + order[1] + " without status, as clusterctl move does, while the Cluster is paused")
