@@ -111,7 +111,7 @@ var _ = Describe("Garbage collection", Label("gc"), func() {
 		// Several reconciles (every 500 ms) pass: the remaining request still holds the host off.
 		Consistently(server.PowerState, 3*time.Second).Should(Equal(simulator.PowerOff), "another requestor still holds the host off")
 		Expect(server.Stats().Resets).NotTo(HaveKey("On"))
-		Expect(hostEvents(b, server.ID(), "RebootRequestDropped")).To(Equal(1))
+		Eventually(func() int { return hostEvents(b, server.ID(), "RebootRequestDropped") }).Should(Equal(1)) // events are written asynchronously
 
 		before = h.DeepCopy()
 		h.Spec.RebootRequests = nil

@@ -41,6 +41,7 @@ var _ = Describe("Orphaned claims", Label("orphan-claim"), func() {
 		b.waitRunning("workers", 1)
 		Expect(b.hostOf(b.machines("workers")[0])).To(Equal(hostName), "the nodeReuse Machine must land on its owner's host")
 
-		Expect(hostEvents(b, hostName, "ConsumerGone")).To(Equal(1), "no ConsumerGone event on host %s", hostName)
+		// Events are written asynchronously by the recorder.
+		Eventually(func() int { return hostEvents(b, hostName, "ConsumerGone") }).Should(Equal(1), "no ConsumerGone event on host %s", hostName)
 	})
 })

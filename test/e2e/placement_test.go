@@ -110,6 +110,6 @@ var _ = Describe("Placement", Label("placement"), func() {
 			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: reserved}, h)).To(Succeed())
 			g.Expect(h.Status.ReservedFor).To(BeNil())
 		}).Should(Succeed())
-		Expect(hostEvents(b, reserved, "ReservationDropped")).To(Equal(1))
+		Eventually(func() int { return hostEvents(b, reserved, "ReservationDropped") }).Should(Equal(1)) // events are written asynchronously
 	})
 })
