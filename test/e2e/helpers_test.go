@@ -81,6 +81,22 @@ func startBed(name string, n int, o bedOptions) *bed {
 	if o.prepare != nil {
 		o.prepare(fleet)
 	}
+	// When the spec ends its servers stop and their loopback ports go back to the system: the
+	// hosts go too (finalizers dropped), or a later bed's server on a reused port would be refused
+	// as a BMC registered twice.
+	DeferCleanup(func() {
+		list := &infrav1.RedfishHostList{}
+		if err := env.List(ctx, list, client.InNamespace(b.ns)); err != nil {
+			return
+		}
+		for i := range list.Items {
+			h := &list.Items[i]
+			before := h.DeepCopy()
+			h.Finalizers = nil
+			_ = env.Patch(ctx, h, client.MergeFrom(before))
+			_ = client.IgnoreNotFound(env.Delete(ctx, h))
+		}
+	})
 	for i, s := range fleet.Servers {
 		creds, h := sample.Host(b.ns, s)
 		Expect(env.Create(ctx, creds)).To(Succeed())
