@@ -302,3 +302,26 @@ func TestSimpleStorageOnlyHasNothingToErase(t *testing.T) {
 		t.Errorf("EraseDrives = %v, want ErrNothingToErase", err)
 	}
 }
+
+// iDRAC refuses a power-on for a while after a power-off: that is "busy, try again"
+// (ErrConflict), which the host controller retries, not a failure.
+func TestPowerOnRightAfterPowerOffIsBusy(t *testing.T) {
+	ctx := context.Background()
+	s := newSim(t, simulator.Config{Profile: simulator.Profiles["dell-idrac9"]})
+	c := connectTo(t, s, Options{})
+	if err := c.Reset(ctx, ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	waitPower(t, c, PowerOn)
+	if err := c.Reset(ctx, ResetForceOff); err != nil {
+		t.Fatal(err)
+	}
+	waitPower(t, c, PowerOff)
+	if err := c.Reset(ctx, ResetOn); !errors.Is(err, ErrConflict) {
+		t.Fatalf("power-on right after a power-off = %v, want ErrConflict", err)
+	}
+	waitFor(t, 5*time.Second, "the power-on accepted later", func() (bool, any) {
+		err := c.Reset(ctx, ResetOn)
+		return err == nil, err
+	})
+}

@@ -65,6 +65,9 @@ type Profile struct {
 	// StrictMediaPayload: InsertMedia refuses the Inserted and WriteProtected parameters and
 	// requires TransferProtocolType, as Supermicro does.
 	StrictMediaPayload bool
+	// PowerOnRefusedAfterOff: for this long after a power-off completes, a power-on answers 409,
+	// as iDRAC does for up to a minute.
+	PowerOnRefusedAfterOff time.Duration
 	// SessionsPath is where the session collection lives (the service root's Links.Sessions).
 	// Default /redfish/v1/SessionService/Sessions.
 	SessionsPath string
@@ -98,8 +101,9 @@ var Profiles = map[string]Profile{
 	// Its firmware updates are accepted with 204 and no task monitor.
 	"manager-media": {Name: "manager-media", Media: "manager", NoMediaActions: true, ExtraInterfaces: true, UpdateWithoutMonitor: true},
 	// Dell iDRAC9, as far as modelled: ETags on resources, 412 for an action carrying If-Match,
-	// virtual media under the manager (firmware before 6.x).
-	"dell-idrac9": {Name: "dell-idrac9", ETags: true, ActionsRefuseIfMatch: true, Media: "manager"},
+	// virtual media under the manager (firmware before 6.x), a power-on refused (409) for a
+	// while after a power-off (a minute on real iDRACs, 2 s here).
+	"dell-idrac9": {Name: "dell-idrac9", ETags: true, ActionsRefuseIfMatch: true, Media: "manager", PowerOnRefusedAfterOff: 2 * time.Second},
 	// Lenovo XCC, as far as modelled: virtual media under the manager, inserted and ejected by
 	// PATCH (no actions); ETags, and PATCHes refused without If-Match.
 	"lenovo-xcc": {Name: "lenovo-xcc", Media: "manager", NoMediaActions: true, ETags: true, PatchRequiresIfMatch: true},

@@ -58,6 +58,7 @@ type drive struct {
 type systemState struct {
 	power       string
 	postUntil   time.Time // in POST until then (boot overrides refused by BootLockedDuringPOST)
+	offSince    time.Time // when the last power-off completed (PowerOnRefusedAfterOff)
 	boot        bootOverride
 	media       []*mediaSlot // virtual media slots; the first is the CD
 	bios        map[string]any
@@ -294,6 +295,9 @@ func (s *Server) reset(resetType string) (int, string) {
 		if st.power == PowerOn {
 			return 204, ""
 		}
+		if time.Now().Before(st.offSince.Add(s.cfg.Profile.PowerOnRefusedAfterOff)) {
+			return 409, "The server was powered off moments ago; a power-on is refused for a while."
+		}
 		s.powerOn(lat)
 	case "ForceOff", "GracefulShutdown", "PushPowerButton":
 		if st.power == PowerOff {
@@ -304,7 +308,7 @@ func (s *Server) reset(resetType string) (int, string) {
 		}
 		st.power = PowerPoweringOff
 		st.postUntil = time.Time{} // a server going off is out of POST
-		s.after(lat, func() { st.power = PowerOff })
+		s.after(lat, func() { st.power, st.offSince = PowerOff, time.Now() })
 	case "GracefulRestart", "ForceRestart", "PowerCycle":
 		if st.power == PowerOff {
 			s.powerOn(lat)
