@@ -2,6 +2,7 @@ package bmc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -71,8 +72,10 @@ func (c *client) SetBootOverride(ctx context.Context, o BootOverride) error {
 		boot["HttpBootUri"] = o.HTTPBootURI
 	}
 	err = c.patch(ctx, sys.ODataID, sys.ODataEtag, map[string]any{"Boot": boot})
-	if settings := settingsObject(sys.RawData); err != nil && settings != "" && (statusOf(err) == http.StatusBadRequest || statusOf(err) == http.StatusMethodNotAllowed) {
-		// Where Boot is read-only on the system itself, its settings object takes it.
+	if settings := settingsObject(sys.RawData); err != nil && settings != "" && !errors.Is(err, ErrConflict) &&
+		(statusOf(err) == http.StatusBadRequest || statusOf(err) == http.StatusMethodNotAllowed) {
+		// Where Boot is read-only on the system itself, its settings object takes it (not when
+		// the BMC is only busy, e.g. in POST: that is retried).
 		err = c.patch(ctx, settings, "", map[string]any{"Boot": boot})
 	}
 	if err != nil {
