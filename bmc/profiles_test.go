@@ -325,3 +325,15 @@ func TestPowerOnRightAfterPowerOffIsBusy(t *testing.T) {
 		return err == nil, err
 	})
 }
+
+// Where Boot is read-only on the system, the override goes to the system's settings object.
+func TestBootOverrideThroughTheSettingsObject(t *testing.T) {
+	s := newSim(t, simulator.Config{Profile: simulator.Profiles["dell-idrac10"]})
+	c := connectTo(t, s, Options{})
+	if err := c.SetBootOverride(context.Background(), BootOverride{Target: BootCd}); err != nil {
+		t.Fatal(err)
+	}
+	if enabled, target, _, _ := s.BootOverride(); enabled != "Once" || target != "Cd" {
+		t.Errorf("boot override %s/%s, want Once/Cd", enabled, target)
+	}
+}

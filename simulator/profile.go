@@ -68,6 +68,9 @@ type Profile struct {
 	// PowerOnRefusedAfterOff: for this long after a power-off completes, a power-on answers 409,
 	// as iDRAC does for up to a minute.
 	PowerOnRefusedAfterOff time.Duration
+	// BootOnlyInSettings: Boot is read-only on the system (400 PropertyNotWritable); the system's
+	// @Redfish.Settings object takes it, as on iDRAC 10.
+	BootOnlyInSettings bool
 	// SessionsPath is where the session collection lives (the service root's Links.Sessions).
 	// Default /redfish/v1/SessionService/Sessions.
 	SessionsPath string
@@ -104,6 +107,8 @@ var Profiles = map[string]Profile{
 	// virtual media under the manager (firmware before 6.x), a power-on refused (409) for a
 	// while after a power-off (a minute on real iDRACs, 2 s here).
 	"dell-idrac9": {Name: "dell-idrac9", ETags: true, ActionsRefuseIfMatch: true, Media: "manager", PowerOnRefusedAfterOff: 2 * time.Second},
+	// Dell iDRAC 10, as far as modelled: the boot override only through the system's settings object.
+	"dell-idrac10": {Name: "dell-idrac10", BootOnlyInSettings: true},
 	// Lenovo XCC, as far as modelled: virtual media under the manager, inserted and ejected by
 	// PATCH (no actions); ETags, and PATCHes refused without If-Match.
 	"lenovo-xcc": {Name: "lenovo-xcc", Media: "manager", NoMediaActions: true, ETags: true, PatchRequiresIfMatch: true},

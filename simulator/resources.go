@@ -60,6 +60,9 @@ func (s *Server) routes() http.Handler {
 	}
 	static(systemPath, s.system)
 	mux.HandleFunc("PATCH "+systemPath, s.patchSystem)
+	if s.cfg.Profile.BootOnlyInSettings {
+		mux.HandleFunc("PATCH "+systemPath+"/Settings", s.patchSystem)
+	}
 	mux.HandleFunc("POST "+resetTarget, s.postReset)
 	static(systemPath+"/ResetActionInfo", func() map[string]any {
 		return map[string]any{"@odata.id": systemPath + "/ResetActionInfo", "@odata.type": "#ActionInfo.v1_1_2.ActionInfo", "Id": "ResetActionInfo", "Name": "Reset Action Info",
@@ -315,6 +318,9 @@ func (s *Server) system() map[string]any {
 		"Links": map[string]any{"Chassis": []any{link(chassisPath)}, "ManagedBy": []any{link(managerPath)}},
 	}
 	pr := s.cfg.Profile
+	if pr.BootOnlyInSettings {
+		sys["@Redfish.Settings"] = map[string]any{"@odata.type": "#Settings.v1_3_5.Settings", "SettingsObject": link(systemPath + "/Settings")}
+	}
 	if pr.ETags {
 		sys["@odata.etag"] = fmt.Sprintf("W/\"%d\"", s.stats.Requests["PATCH"]+s.stats.Requests["POST"])
 	}
@@ -350,6 +356,10 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
 		writeError(w, 400, "Base.1.8.MalformedJSON", "The request body is not valid JSON.")
+		return
+	}
+	if body.Boot != nil && s.cfg.Profile.BootOnlyInSettings && r.URL.Path == systemPath {
+		writeError(w, 400, "Base.1.8.PropertyNotWritable", "The property Boot is a read-only property and cannot be assigned a value.")
 		return
 	}
 	s.mu.Lock()

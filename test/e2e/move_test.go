@@ -91,12 +91,7 @@ var _ = Describe("clusterctl move", Label("move"), func() {
 				g.Expect(m.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)), "Machine %s", m.Name)
 			}
 		}, 3*time.Minute).Should(Succeed())
-		for _, s := range b.fleet.Servers {
-			Expect(s.Stats().Boots).To(Equal(boots[s.ID()]), "server %s booted again", s.ID())
-			if used[s.ID()] {
-				Expect(s.PowerState()).To(Equal("On"), "server %s", s.ID())
-			}
-		}
+		b.runningUntouched(used, boots)
 
 		By("scaling up in the target: the new machine takes the spare host")
 		md := &clusterv1.MachineDeployment{}
@@ -141,6 +136,17 @@ func runningCluster(name string) (b *bed, placement map[string]string, used map[
 		boots[s.ID()] = s.Stats().Boots
 	}
 	return b, placement, used, boots
+}
+
+// runningUntouched checks that no server booted since boots was taken and the used ones are on.
+func (b *bed) runningUntouched(used map[string]bool, boots map[string]int) {
+	GinkgoHelper()
+	for _, s := range b.fleet.Servers {
+		Expect(s.Stats().Boots).To(Equal(boots[s.ID()]), "server %s booted again", s.ID())
+		if used[s.ID()] {
+			Expect(s.PowerState()).To(Equal("On"), "server %s", s.ID())
+		}
+	}
 }
 
 // startTarget starts a second management cluster (API server, CAPI controllers and webhooks, this
@@ -207,12 +213,7 @@ var _ = Describe("Restoring a backup in place", Label("restore-in-place"), func(
 				}
 			}).Should(Succeed())
 			b.waitRunning("workers", 1)
-			for _, s := range b.fleet.Servers {
-				Expect(s.Stats().Boots).To(Equal(boots[s.ID()]), "server %s booted again", s.ID())
-				if used[s.ID()] {
-					Expect(s.PowerState()).To(Equal("On"), "server %s", s.ID())
-				}
-			}
+			b.runningUntouched(used, boots)
 		}
 
 		By("scaling up after the move: the new machine takes the spare host, not a running one")

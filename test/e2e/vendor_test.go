@@ -22,7 +22,7 @@ var _ = Describe("A mixed fleet of every BMC profile", Label("vendor-fleet"), fu
 		const profileLabel = "sim.caprf.dev/profile"
 		// Virtual media boots with secure-erase cleaning on every profile that offers both;
 		// PXE without cleaning on the others (no virtual media, or nothing Redfish can erase).
-		media := []string{"dell-idrac9", "hpe-ilo5", "lenovo-xcc", "manager-media", "supermicro-x13", "dmtf"}
+		media := []string{"dell-idrac9", "dell-idrac10", "hpe-ilo5", "lenovo-xcc", "manager-media", "supermicro-x13", "dmtf"}
 		pxe := []string{"simple-storage", "bladed"}
 		names := append(append([]string{"dmtf"}, media...), pxe...) // the first hosts the control plane
 		var profiles []simulator.Profile
@@ -66,7 +66,7 @@ var _ = Describe("A mixed fleet of every BMC profile", Label("vendor-fleet"), fu
 				idrac.FieldPath = m.Status.NodeRef.Name
 			}
 		}
-		Expect(idrac.Name).NotTo(BeEmpty(), "no Machine on the iDRAC host\n%s", b.dump())
+		Expect(idrac.Name).NotTo(BeEmpty(), "no Machine on the iDRAC9 host\n%s", b.dump())
 		server := b.fleet.Servers[1]
 		bootsBefore := server.Stats().Boots
 		createRebootMHC(b, "media")
@@ -79,6 +79,7 @@ var _ = Describe("A mixed fleet of every BMC profile", Label("vendor-fleet"), fu
 		Expect(server.Stats().Boots).To(BeNumerically(">", bootsBefore))
 
 		By("scaling the virtual media Machines to zero: every host is erased and offered again")
+		Expect(simulator.ProfileNames()).To(ConsistOf(append(media, pxe...)), "a profile the fleet does not cover")
 		scale(mediaMD, 0)
 		Eventually(func(g Gomega) {
 			for _, h := range b.hosts() {
