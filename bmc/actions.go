@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 
@@ -53,23 +54,63 @@ func (c *client) request(ctx context.Context, method, uri string, payload any) (
 }
 
 // patch PATCHes a resource with its ETag as If-Match (BMCs such as Lenovo XCC refuse a PATCH
-// without one, 428); a 412 (the ETag changed, or a BMC that refuses If-Match) is retried once
-// without it. A PATCH is idempotent, so the retry is safe.
+// without one, 428). A 412 means the ETag is stale (another client changed the resource since it
+// was read): the ETag is read again and the PATCH retried with it; a second 412 (a BMC that
+// refuses If-Match altogether) is retried without it, as sushy does. A PATCH is idempotent, so
+// the retries are safe.
 func (c *client) patch(ctx context.Context, uri, etag string, payload any) error {
 	api := c.with(ctx)
-	headers := map[string]string{}
-	if etag != "" {
-		headers["If-Match"] = etag
+	withTag := func(tag string) (*http.Response, error) {
+		headers := map[string]string{}
+		if tag != "" {
+			headers["If-Match"] = tag
+		}
+		return api.PatchWithHeaders(uri, payload, headers)
 	}
-	resp, err := api.PatchWithHeaders(uri, payload, headers)
+	resp, err := withTag(etag)
 	if err != nil && etag != "" && statusOf(err) == http.StatusPreconditionFailed {
-		resp, err = api.PatchWithHeaders(uri, payload, nil)
+		if fresh, ferr := c.etag(ctx, uri); ferr == nil && fresh != "" && fresh != etag {
+			resp, err = withTag(fresh)
+		}
+		if err != nil && statusOf(err) == http.StatusPreconditionFailed {
+			resp, err = withTag("")
+		}
 	}
 	if err != nil {
 		return classify(err)
 	}
 	_ = resp.Body.Close()
 	return nil
+}
+
+// etag reads a resource's current entity tag: its ETag header, else its @odata.etag.
+func (c *client) etag(ctx context.Context, uri string) (string, error) {
+	raw, header, err := c.raw(ctx, uri)
+	if err != nil {
+		return "", err
+	}
+	if tag := header.Get("ETag"); tag != "" {
+		return tag, nil
+	}
+	var res struct {
+		ETag string `json:"@odata.etag"`
+	}
+	_ = json.Unmarshal(raw, &res)
+	return res.ETag, nil
+}
+
+// raw reads a resource's JSON and headers (gofish keeps some resources' JSON to itself).
+func (c *client) raw(ctx context.Context, uri string) ([]byte, http.Header, error) {
+	resp, err := c.with(ctx).Get(uri)
+	if err != nil {
+		return nil, nil, classify(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return nil, nil, classify(err)
+	}
+	return body, resp.Header, nil
 }
 
 // statusOf returns the HTTP status of a BMC's error answer, 0 without one.

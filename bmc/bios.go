@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -55,20 +54,28 @@ func (c *client) SetBIOSAttributes(ctx context.Context, attrs map[string]any) er
 	if problems := checkAttributes(reg, b.Attributes, attrs); len(problems) > 0 {
 		return &UnknownAttributesError{Problems: problems}
 	}
-	settings := schemas.SettingsAttributes{}
-	for k, v := range attrs {
-		settings[k] = v
-	}
-	applyAt := schemas.OnResetSettingsApplyTime
-	advertised, err := c.advertisesApplyTime(ctx, b.ODataID, applyAt)
+	raw, _, err := c.raw(ctx, b.ODataID)
 	if err != nil {
-		return err
+		return fmt.Errorf("reading %s: %w", b.ODataID, err)
 	}
-	if !advertised {
-		applyAt = "" // not advertised: some BMCs refuse the annotation; settings apply on reset anyway
+	payload := map[string]any{"Attributes": attrs}
+	// Not advertised: some BMCs refuse the annotation; settings apply on the next reset anyway.
+	if advertisesApplyTime(raw, schemas.OnResetSettingsApplyTime) {
+		payload["@Redfish.SettingsApplyTime"] = map[string]any{"ApplyTime": schemas.OnResetSettingsApplyTime}
 	}
-	if err := b.UpdateBiosAttributesApplyAt(settings, applyAt); err != nil {
-		return fmt.Errorf("staging BIOS settings: %w", classify(err))
+	// The settings object lives where the Bios resource says (Bios/Settings, Lenovo's
+	// Bios/Pending, Supermicro's Bios/SD, HPE's bios/settings/); a BMC naming none takes the
+	// settings on the Bios resource itself. It is PATCHed with its own ETag as If-Match.
+	target := settingsObject(raw)
+	if target == "" {
+		target = b.ODataID
+	}
+	etag, err := c.etag(ctx, target)
+	if err != nil {
+		return fmt.Errorf("reading the BIOS settings object %s: %w", target, err)
+	}
+	if err := c.patch(ctx, target, etag, payload); err != nil {
+		return fmt.Errorf("staging BIOS settings at %s: %w", target, err)
 	}
 	return nil
 }
@@ -201,20 +208,13 @@ func toInt(v any) (int64, bool) {
 }
 
 // advertisesApplyTime says whether the resource's @Redfish.Settings lists t among its
-// SupportedApplyTimes (gofish keeps the resource's JSON to itself, so it is read again).
-func (c *client) advertisesApplyTime(ctx context.Context, uri string, t schemas.SettingsApplyTime) (bool, error) {
-	resp, err := c.with(ctx).Get(uri)
-	if err != nil {
-		return false, fmt.Errorf("reading %s: %w", uri, classify(err))
-	}
-	defer func() { _ = resp.Body.Close() }()
+// SupportedApplyTimes.
+func advertisesApplyTime(raw []byte, t schemas.SettingsApplyTime) bool {
 	var res struct {
 		Settings struct {
 			SupportedApplyTimes []schemas.SettingsApplyTime
 		} `json:"@Redfish.Settings"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&res); err != nil {
-		return false, fmt.Errorf("reading %s: %w", uri, err)
-	}
-	return slices.Contains(res.Settings.SupportedApplyTimes, t), nil
+	_ = json.Unmarshal(raw, &res)
+	return slices.Contains(res.Settings.SupportedApplyTimes, t)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 
@@ -76,20 +77,28 @@ func (c *client) SetBootOverride(ctx context.Context, o BootOverride) error {
 		(statusOf(err) == http.StatusBadRequest || statusOf(err) == http.StatusMethodNotAllowed) {
 		// Where Boot is read-only on the system itself, its settings object takes it (not when
 		// the BMC is only busy, e.g. in POST: that is retried).
-		err = c.patch(ctx, settings, "", map[string]any{"Boot": boot})
+		etag, terr := c.etag(ctx, settings)
+		if terr != nil {
+			return fmt.Errorf("reading the system's settings object %s: %w", settings, terr)
+		}
+		err = c.patch(ctx, settings, etag, map[string]any{"Boot": boot})
 	}
 	if err != nil {
 		return fmt.Errorf("setting boot override %s: %w", o.Target, err)
 	}
 	if o.Target != BootUefiHTTP && cur.HTTPBootURI != "" {
-		// A URI left by an earlier UEFI HTTP boot, cleared on its own (best effort): a BMC that
-		// refuses null takes "".
+		// A URI left by an earlier UEFI HTTP boot, cleared on its own (best effort), with the
+		// whole override again (Supermicro refuses a Boot PATCH without Enabled and Target); a
+		// BMC that refuses null takes "".
 		etag := ""
 		if fresh, err := c.system(ctx); err == nil {
 			etag = fresh.ODataEtag // the override PATCH changed it
 		}
-		if err := c.patch(ctx, sys.ODataID, etag, map[string]any{"Boot": map[string]any{"HttpBootUri": nil}}); err != nil {
-			_ = c.patch(ctx, sys.ODataID, etag, map[string]any{"Boot": map[string]any{"HttpBootUri": ""}})
+		clear := maps.Clone(boot)
+		clear["HttpBootUri"] = nil
+		if err := c.patch(ctx, sys.ODataID, etag, map[string]any{"Boot": clear}); err != nil {
+			clear["HttpBootUri"] = ""
+			_ = c.patch(ctx, sys.ODataID, etag, map[string]any{"Boot": clear})
 		}
 	}
 	return nil

@@ -2,11 +2,8 @@ package bmc
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/stmcginnis/gofish"
@@ -61,19 +58,8 @@ func (c *client) UpdateFirmware(ctx context.Context, imageURI string, target Fir
 	if err != nil {
 		return "", fmt.Errorf("starting firmware update: %w", err)
 	}
-	var task struct {
-		ID string `json:"@odata.id"`
-	}
-	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&task)
-	_ = resp.Body.Close()
-	if monitor := resp.Header.Get("Location"); resp.StatusCode == http.StatusAccepted && monitor != "" {
-		if u, err := url.Parse(monitor); err == nil && u.IsAbs() {
-			monitor = u.RequestURI() // the client prefixes the BMC's address itself
-		}
-		return monitor, nil
-	}
-	if strings.Contains(task.ID, "/Tasks/") { // the Task in the answer's body instead of a monitor
-		return task.ID, nil
+	if uri := taskOf(resp); uri != "" {
+		return uri, nil
 	}
 	// Accepted without a monitor (204): the update runs all the same. Follow the task the BMC
 	// lists for it; never send it again.
@@ -95,10 +81,7 @@ func (c *client) runningUpdate(api *gofish.APIClient) (string, error) {
 	}
 	for _, t := range tasks {
 		if t.TaskState == schemas.RunningTaskState || t.TaskState == schemas.NewTaskState || t.TaskState == schemas.StartingTaskState {
-			if t.TaskMonitor != "" {
-				return t.TaskMonitor, nil
-			}
-			return t.ODataID, nil
+			return t.ODataID, nil // the Task outlives its monitor (see taskOf)
 		}
 	}
 	return "", nil

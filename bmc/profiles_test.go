@@ -1,9 +1,13 @@
 package bmc
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -66,6 +70,7 @@ func TestEveryMethodOnEveryProfile(t *testing.T) {
 				}},
 			}
 			for _, tc := range calls {
+				before := s.Stats().Posts
 				err := func() (err error) {
 					defer func() {
 						if p := recover(); p != nil {
@@ -82,6 +87,19 @@ func TestEveryMethodOnEveryProfile(t *testing.T) {
 				case !isOneOf(err, typed):
 					t.Errorf("%s: %v (want one of %v)", tc.name, err, typed)
 				}
+				for path, n := range s.Stats().Posts {
+					if n-before[path] > 1 {
+						t.Errorf("%s: %d POSTs to %s carried out, want at most one", tc.name, n-before[path], path)
+					}
+				}
+			}
+			// Every POST went where the BMC declares it: an action's target, a push URI or the
+			// session collection the service root links.
+			declared := declaredPostTargets(t, s)
+			for path := range s.Stats().Posts {
+				if !declared[path] {
+					t.Errorf("POST to %s, which no resource declares (declared: %v)", path, slices.Sorted(maps.Keys(declared)))
+				}
 			}
 			if n := s.Stats().SessionsCreated; n != 1 {
 				t.Errorf("%d sessions created, want 1", n)
@@ -91,6 +109,58 @@ func TestEveryMethodOnEveryProfile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// declaredPostTargets walks the BMC's resource tree (as an independent reader, with basic auth)
+// and collects every URI a client may POST to: action targets, MultipartHttpPushUri and the
+// session collection.
+func declaredPostTargets(t *testing.T, s *simulator.Server) map[string]bool {
+	t.Helper()
+	user, pass := s.Credentials()
+	out := map[string]bool{}
+	seen := map[string]bool{}
+	queue := []string{"/redfish/v1"}
+	var walk func(v any, key string)
+	walk = func(v any, key string) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				walk(e, k)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e, key)
+			}
+		case string:
+			switch {
+			case key == "target" || key == "MultipartHttpPushUri":
+				out[v] = true
+			case key == "@odata.id" && strings.HasPrefix(v, "/redfish/v1") && !strings.Contains(v, "#") && !seen[v]:
+				seen[v] = true
+				queue = append(queue, v)
+			}
+		}
+	}
+	for len(queue) > 0 && len(seen) < 500 {
+		path := queue[0]
+		queue = queue[1:]
+		req, _ := http.NewRequest(http.MethodGet, s.URL()+path, nil)
+		req.SetBasicAuth(user, pass)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		var res any
+		_ = json.NewDecoder(resp.Body).Decode(&res)
+		_ = resp.Body.Close()
+		if m, ok := res.(map[string]any); ok && path == "/redfish/v1" {
+			if l, ok := m["Links"].(map[string]any)["Sessions"].(map[string]any); ok {
+				out[l["@odata.id"].(string)] = true
+			}
+		}
+		walk(res, "")
+	}
+	return out
 }
 
 func isOneOf(err error, targets []error) bool {
@@ -335,5 +405,43 @@ func TestBootOverrideThroughTheSettingsObject(t *testing.T) {
 	}
 	if enabled, target, _, _ := s.BootOverride(); enabled != "Once" || target != "Cd" {
 		t.Errorf("boot override %s/%s, want Once/Cd", enabled, target)
+	}
+}
+
+// Where another client changed a resource between the read and the PATCH (a stale ETag, 412),
+// the ETag is read again and the PATCH retried with it: on a BMC that refuses a PATCH without
+// If-Match (Lenovo XCC, 428), dropping the header would not do.
+func TestStaleETagIsReadAgainOnEveryProfileWithETags(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range simulator.ProfileNames() {
+		p := simulator.Profiles[name]
+		if !p.ETags {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			s := newSim(t, simulator.Config{Profile: p})
+			c := connectTo(t, s, Options{})
+			s.Fault.ConcurrentChange("/Systems/1", 1)
+			s.Fault.ConcurrentChange("/Systems/1/Settings", 1) // the system's settings object (iDRAC 10)
+			if err := c.SetBootOverride(ctx, BootOverride{Target: BootPxe}); err != nil {
+				t.Fatalf("boot override: %v", err)
+			}
+			if _, target, _, _ := s.BootOverride(); target != "Pxe" {
+				t.Errorf("boot target %s, want Pxe", target)
+			}
+			s.Fault.ConcurrentChange("/Bios/"+strings.TrimSuffix(cmp.Or(p.BiosSettings, "Settings"), "/"), 1)
+			if err := c.SetBIOSAttributes(ctx, map[string]any{"BootMode": "LegacyBios"}); err != nil {
+				t.Fatalf("BIOS settings: %v", err)
+			}
+			if p.NoMediaActions {
+				s.Fault.ConcurrentChange("/VirtualMedia/CD1", 1)
+				if err := c.InsertMedia(ctx, "http://images.example/os.iso", ""); err != nil {
+					t.Fatalf("insert media by PATCH: %v", err)
+				}
+			}
+			if n := s.Stats().StaleIfMatch; n < 2 {
+				t.Errorf("%d PATCHes met a stale ETag, want at least 2 (the faults did not fire)", n)
+			}
+		})
 	}
 }

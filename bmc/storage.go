@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -86,18 +87,13 @@ func (c *client) EraseDrives(ctx context.Context) ([]EraseJob, error) {
 				without++
 				continue
 			}
-			info, err := d.SecureErase(1, schemas.CryptographicEraseDataSanitizationType)
+			// A POST without If-Match (gofish would add the drive's ETag; iDRAC refuses that).
+			resp, err := c.request(ctx, http.MethodPost, actionTarget(d.RawData, "#Drive.SecureErase", d.ODataID),
+				map[string]any{"OverwritePasses": 1, "SanitizationType": schemas.CryptographicEraseDataSanitizationType})
 			if err != nil {
-				return jobs, fmt.Errorf("erasing drive %s: %w", d.ODataID, classify(err))
+				return jobs, fmt.Errorf("erasing drive %s: %w", d.ODataID, err)
 			}
-			job := EraseJob{Drive: d.ODataID}
-			if info != nil {
-				// The Task resource outlives its monitor on most BMCs and keeps the final state.
-				job.TaskURI = info.TaskMonitor
-				if info.Task != nil && info.Task.ODataID != "" {
-					job.TaskURI = info.Task.ODataID
-				}
-			}
+			job := EraseJob{Drive: d.ODataID, TaskURI: taskOf(resp)}
 			jobs = append(jobs, job)
 		}
 	}

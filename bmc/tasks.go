@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"github.com/stmcginnis/gofish/schemas"
 )
@@ -72,4 +74,27 @@ func (c *client) TaskStatus(ctx context.Context, uri string) (*Task, error) {
 		out.Done, out.Failed = true, true
 	}
 	return out, nil
+}
+
+// taskOf reads where an accepted action's progress is followed, and closes the answer: the Task
+// named in its body (it outlives the monitor on most BMCs and keeps the final state), else the
+// task monitor in its Location header (made relative: the client prefixes the BMC's address
+// itself); "" when the BMC named neither (it finished, or accepted without a monitor).
+func taskOf(resp *http.Response) string {
+	defer func() { _ = resp.Body.Close() }()
+	var task struct {
+		ID string `json:"@odata.id"`
+	}
+	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&task)
+	if strings.Contains(task.ID, "/Tasks/") {
+		return task.ID
+	}
+	monitor := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusAccepted || monitor == "" {
+		return ""
+	}
+	if u, err := url.Parse(monitor); err == nil && u.IsAbs() {
+		monitor = u.RequestURI()
+	}
+	return monitor
 }

@@ -23,6 +23,27 @@ type Faults struct {
 	pathDrops      []pathDrop     // the same, for requests to one path only
 	rejectMedia    int            // next N InsertMedia answer 400 echoing the image URL
 	pathErrors     []pathError    // next N requests to a path answer an error status
+	changes        []pathError    // next N PATCHes to a path find the resource changed by another client
+}
+
+// ConcurrentChange makes another client change the resource whose path ends with suffix just
+// before each of the next n PATCHes to it arrive: a client's ETag read before is then stale.
+func (f *Faults) ConcurrentChange(suffix string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.changes = append(f.changes, pathError{suffix: suffix, n: n})
+}
+
+func (f *Faults) takeConcurrentChange(path string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.changes {
+		if c := &f.changes[i]; c.n > 0 && strings.HasSuffix(strings.TrimSuffix(path, "/"), c.suffix) {
+			c.n--
+			return true
+		}
+	}
+	return false
 }
 
 type pathError struct {

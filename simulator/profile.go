@@ -71,9 +71,23 @@ type Profile struct {
 	// BootOnlyInSettings: Boot is read-only on the system (400 PropertyNotWritable); the system's
 	// @Redfish.Settings object takes it, as on iDRAC 10.
 	BootOnlyInSettings bool
+	// BiosSettings is where the BIOS settings object lives, relative to the Bios resource (the
+	// Bios resource's @Redfish.Settings names it). Default Settings; Lenovo uses Pending,
+	// Supermicro SD, HPE settings/ (lower case, trailing slash).
+	BiosSettings string
+	// BootPatchNeedsAll: a Boot PATCH must carry BootSourceOverrideEnabled and
+	// BootSourceOverrideTarget together (400 otherwise), as Supermicro requires.
+	BootPatchNeedsAll bool
 	// SessionsPath is where the session collection lives (the service root's Links.Sessions).
 	// Default /redfish/v1/SessionService/Sessions.
 	SessionsPath string
+}
+
+func (p Profile) biosSettingsLink() string {
+	if p.BiosSettings == "" {
+		return biosPath + "/Settings"
+	}
+	return biosPath + "/" + p.BiosSettings
 }
 
 func (p Profile) sessionsPath() string {
@@ -108,15 +122,18 @@ var Profiles = map[string]Profile{
 	// while after a power-off (a minute on real iDRACs, 2 s here).
 	"dell-idrac9": {Name: "dell-idrac9", ETags: true, ActionsRefuseIfMatch: true, Media: "manager", PowerOnRefusedAfterOff: 2 * time.Second},
 	// Dell iDRAC 10, as far as modelled: the boot override only through the system's settings object.
-	"dell-idrac10": {Name: "dell-idrac10", BootOnlyInSettings: true},
+	"dell-idrac10": {Name: "dell-idrac10", BootOnlyInSettings: true, ETags: true},
 	// Lenovo XCC, as far as modelled: virtual media under the manager, inserted and ejected by
-	// PATCH (no actions); ETags, and PATCHes refused without If-Match.
-	"lenovo-xcc": {Name: "lenovo-xcc", Media: "manager", NoMediaActions: true, ETags: true, PatchRequiresIfMatch: true},
-	// HPE iLO 5, as far as modelled: boot overrides refused while the system is in POST.
-	"hpe-ilo5": {Name: "hpe-ilo5", BootLockedDuringPOST: time.Second},
+	// PATCH (no actions); ETags, and PATCHes refused without If-Match; BIOS settings at Bios/Pending.
+	"lenovo-xcc": {Name: "lenovo-xcc", Media: "manager", NoMediaActions: true, ETags: true, PatchRequiresIfMatch: true,
+		BiosSettings: "Pending"},
+	// HPE iLO 5, as far as modelled: boot overrides refused while the system is in POST; ETags;
+	// BIOS settings at bios/settings/.
+	"hpe-ilo5": {Name: "hpe-ilo5", BootLockedDuringPOST: time.Second, ETags: true, BiosSettings: "settings/"},
 	// Supermicro X13, as far as modelled: virtual media under the manager, with a strict
-	// InsertMedia payload.
-	"supermicro-x13": {Name: "supermicro-x13", Media: "manager", StrictMediaPayload: true},
+	// InsertMedia payload; a Boot PATCH needs Enabled and Target together; BIOS settings at Bios/SD.
+	"supermicro-x13": {Name: "supermicro-x13", Media: "manager", StrictMediaPayload: true, BootPatchNeedsAll: true,
+		BiosSettings: "SD"},
 	// A bladed BMC: four systems, and no BIOS, NICs, virtual media or UpdateService; its session
 	// collection is not where most BMCs keep it.
 	"bladed": {Name: "bladed", Systems: 4, NoBios: true, NoNICs: true, Media: "none", NoUpdateService: true,

@@ -62,6 +62,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("PATCH "+systemPath, s.patchSystem)
 	if s.cfg.Profile.BootOnlyInSettings {
 		mux.HandleFunc("PATCH "+systemPath+"/Settings", s.patchSystem)
+		static(systemPath+"/Settings", s.systemSettings)
 	}
 	mux.HandleFunc("POST "+resetTarget, s.postReset)
 	static(systemPath+"/ResetActionInfo", func() map[string]any {
@@ -128,8 +129,9 @@ func (s *Server) storageRoutes(mux *http.ServeMux, static staticFunc) {
 
 func (s *Server) biosRoutes(mux *http.ServeMux, static staticFunc) {
 	static(biosPath, s.biosResource)
-	static(biosPath+"/Settings", s.biosSettings)
-	mux.HandleFunc("PATCH "+biosPath+"/Settings", s.patchBiosSettings)
+	settings := strings.TrimSuffix(s.cfg.Profile.biosSettingsLink(), "/") // trailing slashes are served without
+	static(settings, s.biosSettings)
+	mux.HandleFunc("PATCH "+settings, s.patchBiosSettings)
 	static(rootPath+"/Registries", func() map[string]any {
 		if s.cfg.Profile.NoAttributeRegistry {
 			return collection(rootPath+"/Registries", "#MessageRegistryFileCollection.MessageRegistryFileCollection", "Registries", []any{})
@@ -207,9 +209,6 @@ func (s *Server) updateRoutes(mux *http.ServeMux, static staticFunc) {
 			"Actions": map[string]any{"#UpdateService.SimpleUpdate": map[string]any{
 				"target": updatePath + "/Actions/UpdateService.SimpleUpdate",
 				"TransferProtocol@Redfish.AllowableValues": []string{"HTTP", "HTTPS"}}}}
-		if s.cfg.Profile.ETags {
-			us["@odata.etag"] = `W/"1"`
-		}
 		return us
 	})
 	mux.HandleFunc("POST "+updatePath+"/Actions/UpdateService.SimpleUpdate", s.simpleUpdate)
@@ -321,9 +320,6 @@ func (s *Server) system() map[string]any {
 	if pr.BootOnlyInSettings {
 		sys["@Redfish.Settings"] = map[string]any{"@odata.type": "#Settings.v1_3_5.Settings", "SettingsObject": link(systemPath + "/Settings")}
 	}
-	if pr.ETags {
-		sys["@odata.etag"] = fmt.Sprintf("W/\"%d\"", s.stats.Requests["PATCH"]+s.stats.Requests["POST"])
-	}
 	if pr.NoNICs {
 		delete(sys, "EthernetInterfaces")
 	}
@@ -368,6 +364,10 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 400, "iLO.2.14.UnableToModifyDuringSystemPOST", "The value for the property cannot be changed while the server is in POST.")
 		return
 	}
+	if b := body.Boot; b != nil && s.cfg.Profile.BootPatchNeedsAll && (b.BootSourceOverrideEnabled == nil || b.BootSourceOverrideTarget == nil) {
+		writeError(w, 400, "Base.1.8.PropertyMissing", "BootSourceOverrideEnabled and BootSourceOverrideTarget are required together.")
+		return
+	}
 	if b := body.Boot; b != nil {
 		next := s.state.boot
 		if b.BootSourceOverrideEnabled != nil {
@@ -409,6 +409,16 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) {
 		s.state.boot = next
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// systemSettings is the system's settings object (iDRAC 10): the boot override it takes.
+func (s *Server) systemSettings() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.state.boot
+	return map[string]any{"@odata.id": systemPath + "/Settings", "@odata.type": "#ComputerSystem.v1_20_0.ComputerSystem", "Id": "Settings",
+		"Name": "System pending settings", "Boot": map[string]any{"BootSourceOverrideEnabled": b.enabled,
+			"BootSourceOverrideTarget": b.target, "BootSourceOverrideMode": b.mode}}
 }
 
 func (s *Server) postReset(w http.ResponseWriter, r *http.Request) {
@@ -600,9 +610,6 @@ func (s *Server) virtualMedia(slot *mediaSlot) map[string]any {
 	if s.cfg.Profile.NoMediaActions {
 		delete(res, "Actions")
 	}
-	if s.cfg.Profile.ETags {
-		res["@odata.etag"] = fmt.Sprintf("W/\"%s-%t\"", slot.id, slot.inserted)
-	}
 	return res
 }
 
@@ -683,7 +690,7 @@ func (s *Server) biosResource() map[string]any {
 		attrs[k] = v
 	}
 	settings := map[string]any{"@odata.type": "#Settings.v1_3_5.Settings",
-		"SettingsObject": link(biosPath + "/Settings"), "SupportedApplyTimes": []string{"OnReset"}}
+		"SettingsObject": link(s.cfg.Profile.biosSettingsLink()), "SupportedApplyTimes": []string{"OnReset"}}
 	if s.cfg.Profile.NoApplyTime {
 		delete(settings, "SupportedApplyTimes")
 	}
@@ -699,7 +706,7 @@ func (s *Server) biosSettings() map[string]any {
 	for k, v := range s.state.pendingBios {
 		attrs[k] = v
 	}
-	return map[string]any{"@odata.id": biosPath + "/Settings", "@odata.type": "#Bios.v1_2_1.Bios", "Id": "Settings",
+	return map[string]any{"@odata.id": s.cfg.Profile.biosSettingsLink(), "@odata.type": "#Bios.v1_2_1.Bios", "Id": "Settings",
 		"Name": "BIOS Pending Settings", "AttributeRegistry": "BiosAttributeRegistry.v1_0_0", "Attributes": attrs}
 }
 

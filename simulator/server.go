@@ -60,6 +60,7 @@ type Server struct {
 	mu        sync.Mutex
 	state     systemState
 	sessions  map[string]*session // token -> session
+	revisions map[string]int      // path -> changes made by other clients (see Faults.ConcurrentChange)
 	nextID    int
 	tasks     map[string]*task
 	stats     Stats
@@ -90,6 +91,11 @@ type Stats struct {
 	// IfMatchOnActions counts action POSTs that carried If-Match (refused with 412 by profiles
 	// with ActionsRefuseIfMatch).
 	IfMatchOnActions int
+	// StaleIfMatch counts PATCHes refused with 412 because their If-Match was stale.
+	StaleIfMatch int
+	// Posts counts the POST requests carried out (answered 2xx, or carried out and the answer
+	// lost) by path: actions, logins, pushes. Refused ones are not counted.
+	Posts map[string]int
 }
 
 // New starts a simulated server on a loopback port.
@@ -116,12 +122,13 @@ func New(cfg Config) (*Server, error) {
 		cfg.EraseDuration = 250 * time.Millisecond
 	}
 	s := &Server{
-		cfg:      cfg,
-		Fault:    &Faults{},
-		sessions: map[string]*session{},
-		tasks:    map[string]*task{},
-		state:    newSystemState(cfg),
-		stats:    Stats{Requests: map[string]int{}, Resets: map[string]int{}},
+		cfg:       cfg,
+		Fault:     &Faults{},
+		sessions:  map[string]*session{},
+		revisions: map[string]int{},
+		tasks:     map[string]*task{},
+		state:     newSystemState(cfg),
+		stats:     Stats{Requests: map[string]int{}, Resets: map[string]int{}, Posts: map[string]int{}},
 	}
 	s.srv = httptest.NewUnstartedServer(s.handler())
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -184,9 +191,12 @@ func (s *Server) CACertPEM() []byte {
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := Stats{Requests: map[string]int{}, Resets: map[string]int{},
+	out := Stats{Requests: map[string]int{}, Resets: map[string]int{}, Posts: map[string]int{},
 		SessionsCreated: s.stats.SessionsCreated, SimpleUpdates: s.stats.SimpleUpdates, Boots: s.stats.Boots,
-		PeakInFlight: s.stats.PeakInFlight, IfMatchOnActions: s.stats.IfMatchOnActions}
+		PeakInFlight: s.stats.PeakInFlight, IfMatchOnActions: s.stats.IfMatchOnActions, StaleIfMatch: s.stats.StaleIfMatch}
+	for k, v := range s.stats.Posts {
+		out.Posts[k] = v
+	}
 	for k, v := range s.stats.Requests {
 		out.Requests[k] = v
 	}
@@ -205,7 +215,7 @@ func (s *Server) ActiveSessions() int {
 
 // handler wraps the Redfish routes with request counting, fault injection and authentication.
 func (s *Server) handler() http.Handler {
-	mux := s.routes()
+	mux := s.withETags(s.routes())
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.stats.Requests[r.Method]++
@@ -240,9 +250,21 @@ func (s *Server) handler() http.Handler {
 			return
 		}
 		w.Header().Set("OData-Version", "4.0")
+		orig := w // the connection to close when an answer is lost
+		if r.Method == http.MethodPost {
+			rec := &statusRecorder{ResponseWriter: w}
+			defer func(path string) {
+				if rec.status < 300 {
+					s.mu.Lock()
+					s.stats.Posts[path]++
+					s.mu.Unlock()
+				}
+			}(r.URL.Path)
+			w = rec
+		}
 		if s.Fault.takeDrop(r.Method, r.URL.Path) {
 			mux.ServeHTTP(httptest.NewRecorder(), r) // carried out, answer lost
-			if hj, ok := w.(http.Hijacker); ok {
+			if hj, ok := orig.(http.Hijacker); ok {
 				if conn, _, err := hj.Hijack(); err == nil {
 					_ = conn.Close()
 				}
@@ -394,3 +416,25 @@ func writeError(w http.ResponseWriter, code int, msgID, msg string) {
 		}},
 	}})
 }
+
+// statusRecorder remembers the status a handler answered (200 when it only wrote a body).
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
