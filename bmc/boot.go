@@ -72,34 +72,38 @@ func (c *client) SetBootOverride(ctx context.Context, o BootOverride) error {
 	if o.Target == BootUefiHTTP {
 		boot["HttpBootUri"] = o.HTTPBootURI
 	}
-	err = c.patch(ctx, sys.ODataID, sys.ODataEtag, map[string]any{"Boot": boot})
-	if settings := settingsObject(sys.RawData); err != nil && settings != "" && !errors.Is(err, ErrConflict) &&
-		(statusOf(err) == http.StatusBadRequest || statusOf(err) == http.StatusMethodNotAllowed) {
-		// Where Boot is read-only on the system itself, its settings object takes it (not when
-		// the BMC is only busy, e.g. in POST: that is retried).
-		etag, terr := c.etag(ctx, settings)
-		if terr != nil {
-			return fmt.Errorf("reading the system's settings object %s: %w", settings, terr)
-		}
-		err = c.patch(ctx, settings, etag, map[string]any{"Boot": boot})
-	}
-	if err != nil {
+	if err := c.patchBoot(ctx, sys, boot); err != nil {
 		return fmt.Errorf("setting boot override %s: %w", o.Target, err)
 	}
 	if o.Target != BootUefiHTTP && cur.HTTPBootURI != "" {
 		// A URI left by an earlier UEFI HTTP boot, cleared on its own (best effort), with the
 		// whole override again (Supermicro refuses a Boot PATCH without Enabled and Target); a
 		// BMC that refuses null takes "".
-		etag := ""
 		if fresh, err := c.system(ctx); err == nil {
-			etag = fresh.ODataEtag // the override PATCH changed it
+			sys = fresh // the override PATCH changed its ETag
 		}
 		clear := maps.Clone(boot)
 		clear["HttpBootUri"] = nil
-		if err := c.patch(ctx, sys.ODataID, etag, map[string]any{"Boot": clear}); err != nil {
+		if err := c.patchBoot(ctx, sys, clear); err != nil {
 			clear["HttpBootUri"] = ""
-			_ = c.patch(ctx, sys.ODataID, etag, map[string]any{"Boot": clear})
+			_ = c.patchBoot(ctx, sys, clear)
 		}
 	}
 	return nil
+}
+
+// patchBoot PATCHes the system's Boot; where Boot is read-only on the system itself (iDRAC 10),
+// its settings object takes it (not when the BMC is only busy, e.g. in POST: that is retried).
+func (c *client) patchBoot(ctx context.Context, sys *schemas.ComputerSystem, boot map[string]any) error {
+	err := c.patch(ctx, sys.ODataID, sys.ODataEtag, map[string]any{"Boot": boot})
+	settings := settingsObject(sys.RawData)
+	if err == nil || settings == "" || errors.Is(err, ErrConflict) ||
+		statusOf(err) != http.StatusBadRequest && statusOf(err) != http.StatusMethodNotAllowed {
+		return err
+	}
+	etag, err := c.etag(ctx, settings)
+	if err != nil {
+		return fmt.Errorf("reading the system's settings object %s: %w", settings, err)
+	}
+	return c.patch(ctx, settings, etag, map[string]any{"Boot": boot})
 }
