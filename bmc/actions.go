@@ -26,6 +26,16 @@ func actionTarget(raw []byte, action, resource string) string {
 	return resource + "/Actions/" + strings.TrimPrefix(action, "#")
 }
 
+// offersAction says whether a resource's raw JSON lists the action.
+func offersAction(raw []byte, action string) bool {
+	var res struct {
+		Actions map[string]json.RawMessage
+	}
+	_ = json.Unmarshal(raw, &res)
+	_, ok := res.Actions[action]
+	return ok
+}
+
 // send makes one request with a JSON body and no If-Match, and drains the answer. Actions go out
 // without If-Match: iDRAC refuses an action that carries one (412), and gofish would add it.
 func (c *client) send(ctx context.Context, method, uri string, payload any) error {

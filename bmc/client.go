@@ -82,6 +82,9 @@ type Options struct {
 	ConnectWait time.Duration
 	// AttemptTimeout bounds one HTTP request. Default 15s.
 	AttemptTimeout time.Duration
+	// PushTimeout bounds a firmware image's download and its push to a BMC that takes images only
+	// by multipart HTTP push. Default 30m.
+	PushTimeout time.Duration
 	// MaxConcurrentRequests per BMC. Default 4.
 	MaxConcurrentRequests int
 	// Retries of idempotent requests after a 5xx or no answer. Default 3.
@@ -105,6 +108,7 @@ func (o Options) withDefaults() Options {
 	}
 	def(&o.CallTimeout, 60*time.Second)
 	def(&o.AttemptTimeout, 15*time.Second)
+	def(&o.PushTimeout, 30*time.Minute)
 	def(&o.ConnectWait, 250*time.Millisecond)
 	def(&o.Backoff, 200*time.Millisecond)
 	def(&o.BreakerCooldown, 30*time.Second)

@@ -1,9 +1,16 @@
 package bmc
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/stmcginnis/gofish"
@@ -49,12 +56,20 @@ func (c *client) UpdateFirmware(ctx context.Context, imageURI string, target Fir
 	} else {
 		targets = []string{c.systemPath}
 	}
-	protocol := schemas.HTTPTransferProtocolType
-	if strings.HasPrefix(imageURI, "https://") {
-		protocol = schemas.HTTPSTransferProtocolType
+	var resp *http.Response
+	switch {
+	case offersAction(us.RawData, "#UpdateService.SimpleUpdate") || us.MultipartHTTPPushURI == "":
+		// The BMC pulls the image (the default where it offers nothing else to go by).
+		protocol := schemas.HTTPTransferProtocolType
+		if strings.HasPrefix(imageURI, "https://") {
+			protocol = schemas.HTTPSTransferProtocolType
+		}
+		resp, err = c.request(ctx, http.MethodPost, actionTarget(us.RawData, "#UpdateService.SimpleUpdate", us.ODataID),
+			map[string]any{"ImageURI": imageURI, "Targets": targets, "TransferProtocol": protocol})
+	default:
+		// Only a push: the image is fetched here and sent to the BMC.
+		resp, err = c.push(ctx, us.MultipartHTTPPushURI, imageURI, targets)
 	}
-	resp, err := c.request(ctx, http.MethodPost, actionTarget(us.RawData, "#UpdateService.SimpleUpdate", us.ODataID),
-		map[string]any{"ImageURI": imageURI, "Targets": targets, "TransferProtocol": protocol})
 	if err != nil {
 		return "", fmt.Errorf("starting firmware update: %w", err)
 	}
@@ -85,4 +100,68 @@ func (c *client) runningUpdate(api *gofish.APIClient) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// push downloads the image to a temporary file and sends it to the BMC's MultipartHttpPushUri
+// (UpdateParameters with the targets, UpdateFile with the image), bounded by PushTimeout.
+func (c *client) push(ctx context.Context, pushURI, imageURI string, targets []string) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.PushTimeout)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "caprf-firmware-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	f, err := download(ctx, imageURI, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	params, err := json.Marshal(map[string]any{"Targets": targets, "@Redfish.OperationApplyTime": "Immediate"})
+	if err != nil {
+		return nil, err
+	}
+	ctx = context.WithValue(ctx, attemptTimeoutKey{}, c.opts.PushTimeout)
+	resp, err := c.with(ctx).PostMultipart(pushURI, map[string]io.Reader{"UpdateParameters": bytes.NewReader(params), "UpdateFile": f})
+	if err != nil {
+		return nil, fmt.Errorf("pushing the image to %s: %w", pushURI, classify(err))
+	}
+	return resp, nil
+}
+
+// download fetches an image into dir under its own file name (BMCs read the name).
+func download(ctx context.Context, imageURI, dir string) (*os.File, error) {
+	u, err := url.Parse(imageURI)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("firmware image %q: only http and https images can be pushed", Redact(imageURI))
+	}
+	name := path.Base(u.Path)
+	if name == "." || name == "/" {
+		name = "firmware.bin"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, imageURI, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("downloading firmware image %s: %s", Redact(imageURI), Redact(err.Error()))
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("downloading firmware image %s: %s", Redact(imageURI), resp.Status)
+	}
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("downloading firmware image %s: %s", Redact(imageURI), Redact(err.Error()))
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
 }

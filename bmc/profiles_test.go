@@ -1,6 +1,7 @@
 package bmc
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -26,6 +28,7 @@ func TestEveryMethodOnEveryProfile(t *testing.T) {
 	for _, name := range simulator.ProfileNames() {
 		t.Run(name, func(t *testing.T) {
 			s := newSim(t, simulator.Config{Profile: simulator.Profiles[name]})
+			images := imageServer(t)
 			pool := NewPool(Options{})
 			c, err := settle(t, pool, target(s))
 			if err != nil {
@@ -57,7 +60,7 @@ func TestEveryMethodOnEveryProfile(t *testing.T) {
 				{"BIOSAttributes", func() error { _, err := c.BIOSAttributes(ctx); return err }},
 				{"SetBIOSAttributes", func() error { return c.SetBIOSAttributes(ctx, map[string]any{"BootMode": "Uefi"}) }},
 				{"UpdateFirmware", func() error {
-					_, err := c.UpdateFirmware(ctx, "http://images.example/bios.bin", FirmwareBIOS)
+					_, err := c.UpdateFirmware(ctx, images.URL+"/bios.bin", FirmwareBIOS)
 					return err
 				}},
 				{"EraseDrives", func() error { _, err := c.EraseDrives(ctx); return err }},
@@ -447,6 +450,77 @@ func TestStaleETagIsReadAgainOnEveryProfileWithETags(t *testing.T) {
 			}
 			if n := s.Stats().StaleIfMatch; n < 2 {
 				t.Errorf("%d PATCHes met a stale ETag, want at least 2 (the faults did not fire)", n)
+			}
+		})
+	}
+}
+
+// imageServer serves firmware images: any path answers 64 KiB.
+func imageServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	img := bytes.Repeat([]byte{0x5a}, 64<<10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(img) }))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// A firmware update runs on every BMC that has an UpdateService, pulled by SimpleUpdate or pushed
+// (multipart) where the BMC only takes a push, and is followed to its end; a task that ends
+// "Completed" with a Critical status is a failure, and the firmware is unchanged; a task the BMC
+// already forgot reads as gone, never as done.
+func TestFirmwareUpdateOnEveryProfile(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range simulator.ProfileNames() {
+		p := simulator.Profiles[name]
+		if p.NoUpdateService {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			s := newSim(t, simulator.Config{Profile: p, TaskDuration: 400 * time.Millisecond})
+			images := imageServer(t)
+			c := connectTo(t, s, Options{})
+			follow := func(uri string) *Task {
+				var last *Task
+				waitFor(t, 5*time.Second, "the update to end", func() (bool, any) {
+					task, err := c.TaskStatus(ctx, uri)
+					if err != nil {
+						return false, err
+					}
+					last = task
+					return task.Done, task
+				})
+				return last
+			}
+			uri, err := c.UpdateFirmware(ctx, images.URL+"/fw/U46-v2.90.bin", FirmwareBIOS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if task := follow(uri); task.Failed {
+				t.Fatalf("update failed: %+v", task)
+			}
+			if bios, _ := s.FirmwareVersions(); bios != "U46-v2.90" {
+				t.Errorf("BIOS version %q after the update, want U46-v2.90", bios)
+			}
+			if st := s.Stats(); p.PushUpdatesOnly && st.PushedBytes != 64<<10 {
+				t.Errorf("%d bytes pushed, want the image's %d", st.PushedBytes, 64<<10)
+			}
+
+			s.Fault.FailUpdates(1)
+			uri, err = c.UpdateFirmware(ctx, images.URL+"/fw/U46-v3.00.bin", FirmwareBIOS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if task := follow(uri); !task.Failed || !strings.Contains(task.Message, "rejected") {
+				t.Errorf("an update the BMC rejected (Completed, Critical) read as %+v, want failed with the BMC's message", task)
+			}
+			if bios, _ := s.FirmwareVersions(); bios != "U46-v2.90" {
+				t.Errorf("BIOS version %q after a rejected update, want U46-v2.90 unchanged", bios)
+			}
+			if p.PurgeTasksAfter > 0 {
+				waitFor(t, 5*time.Second, "the task to be forgotten", func() (bool, any) {
+					task, err := c.TaskStatus(ctx, uri)
+					return err == nil && task.State == "Gone" && task.Done && task.Failed, task
+				})
 			}
 		})
 	}

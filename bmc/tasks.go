@@ -69,7 +69,9 @@ func (c *client) TaskStatus(ctx context.Context, uri string) (*Task, error) {
 	}
 	switch t.TaskState {
 	case schemas.CompletedTaskState:
-		out.Done = true
+		// "Completed" with a Critical status is a failure (a BMC that rejected the image after
+		// taking it says so this way).
+		out.Done, out.Failed = true, t.TaskStatus == schemas.CriticalHealth
 	case schemas.ExceptionTaskState, schemas.KilledTaskState, schemas.CancelledTaskState:
 		out.Done, out.Failed = true, true
 	}

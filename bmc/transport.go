@@ -127,7 +127,11 @@ func (t *transport) attempt(orig *http.Request, body []byte, authorize bool) (*h
 	case <-ctx.Done():
 		return nil, "", ctx.Err()
 	}
-	ctx, cancel := context.WithTimeout(ctx, t.opts.AttemptTimeout)
+	timeout := t.opts.AttemptTimeout
+	if d, ok := ctx.Value(attemptTimeoutKey{}).(time.Duration); ok && d > timeout {
+		timeout = d // a firmware push: one long request
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	req := orig.Clone(ctx)
 	if body != nil {
 		req.Body = io.NopCloser(bytes.NewReader(body))
@@ -151,7 +155,7 @@ func (t *transport) attempt(orig *http.Request, body []byte, authorize bool) (*h
 	if err != nil {
 		cancel()
 		if errors.Is(err, context.DeadlineExceeded) && orig.Context().Err() == nil {
-			return nil, used, fmt.Errorf("%s %s: no answer within %s: %w", orig.Method, orig.URL.Path, t.opts.AttemptTimeout, err)
+			return nil, used, fmt.Errorf("%s %s: no answer within %s: %w", orig.Method, orig.URL.Path, timeout, err)
 		}
 		return nil, used, err
 	}
@@ -374,3 +378,6 @@ func (b *breaker) open() bool {
 	defer b.mu.Unlock()
 	return b.failures >= b.threshold && time.Now().Before(b.openTil)
 }
+
+// attemptTimeoutKey carries, in a request's context, a longer bound for its single attempt.
+type attemptTimeoutKey struct{}

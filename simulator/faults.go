@@ -24,6 +24,25 @@ type Faults struct {
 	rejectMedia    int            // next N InsertMedia answer 400 echoing the image URL
 	pathErrors     []pathError    // next N requests to a path answer an error status
 	changes        []pathError    // next N PATCHes to a path find the resource changed by another client
+	failUpdates    int            // next N firmware updates end Completed with TaskStatus Critical
+}
+
+// FailUpdates makes the next n firmware updates end in TaskState Completed with TaskStatus
+// Critical and the firmware unchanged, as BMCs report an image they reject after the transfer.
+func (f *Faults) FailUpdates(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failUpdates = n
+}
+
+func (f *Faults) takeFailUpdate() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failUpdates > 0 {
+		f.failUpdates--
+		return true
+	}
+	return false
 }
 
 // ConcurrentChange makes another client change the resource whose path ends with suffix just

@@ -78,6 +78,15 @@ type Profile struct {
 	// BootPatchNeedsAll: a Boot PATCH must carry BootSourceOverrideEnabled and
 	// BootSourceOverrideTarget together (400 otherwise), as Supermicro requires.
 	BootPatchNeedsAll bool
+	// PushUpdatesOnly: the UpdateService offers no SimpleUpdate, only MultipartHttpPushUri (the
+	// image is pushed to the BMC), as Supermicro does.
+	PushUpdatesOnly bool
+	// MonitorOnly: an accepted update answers 202 with only a task monitor in Location and no
+	// body (the Task is found through the monitor).
+	MonitorOnly bool
+	// PurgeTasksAfter: a finished task (and its monitor) is forgotten this long after it ended
+	// (404), as many BMCs do.
+	PurgeTasksAfter time.Duration
 	// SessionsPath is where the session collection lives (the service root's Links.Sessions).
 	// Default /redfish/v1/SessionService/Sessions.
 	SessionsPath string
@@ -128,12 +137,13 @@ var Profiles = map[string]Profile{
 	"lenovo-xcc": {Name: "lenovo-xcc", Media: "manager", NoMediaActions: true, ETags: true, PatchRequiresIfMatch: true,
 		BiosSettings: "Pending"},
 	// HPE iLO 5, as far as modelled: boot overrides refused while the system is in POST; ETags;
-	// BIOS settings at bios/settings/.
-	"hpe-ilo5": {Name: "hpe-ilo5", BootLockedDuringPOST: time.Second, ETags: true, BiosSettings: "settings/"},
+	// BIOS settings at bios/settings/; an update answered with a task monitor only.
+	"hpe-ilo5": {Name: "hpe-ilo5", BootLockedDuringPOST: time.Second, ETags: true, BiosSettings: "settings/", MonitorOnly: true},
 	// Supermicro X13, as far as modelled: virtual media under the manager, with a strict
-	// InsertMedia payload; a Boot PATCH needs Enabled and Target together; BIOS settings at Bios/SD.
+	// InsertMedia payload; a Boot PATCH needs Enabled and Target together; BIOS settings at Bios/SD;
+	// firmware only pushed (multipart), and finished tasks soon forgotten.
 	"supermicro-x13": {Name: "supermicro-x13", Media: "manager", StrictMediaPayload: true, BootPatchNeedsAll: true,
-		BiosSettings: "SD"},
+		BiosSettings: "SD", PushUpdatesOnly: true, PurgeTasksAfter: time.Second},
 	// A bladed BMC: four systems, and no BIOS, NICs, virtual media or UpdateService; its session
 	// collection is not where most BMCs keep it.
 	"bladed": {Name: "bladed", Systems: 4, NoBios: true, NoNICs: true, Media: "none", NoUpdateService: true,

@@ -209,9 +209,17 @@ func (s *Server) updateRoutes(mux *http.ServeMux, static staticFunc) {
 			"Actions": map[string]any{"#UpdateService.SimpleUpdate": map[string]any{
 				"target": updatePath + "/Actions/UpdateService.SimpleUpdate",
 				"TransferProtocol@Redfish.AllowableValues": []string{"HTTP", "HTTPS"}}}}
+		if s.cfg.Profile.PushUpdatesOnly {
+			delete(us, "Actions")
+			us["MultipartHttpPushUri"] = updatePath + "/upload"
+		}
 		return us
 	})
-	mux.HandleFunc("POST "+updatePath+"/Actions/UpdateService.SimpleUpdate", s.simpleUpdate)
+	if s.cfg.Profile.PushUpdatesOnly {
+		mux.HandleFunc("POST "+updatePath+"/upload", s.multipartPush)
+	} else {
+		mux.HandleFunc("POST "+updatePath+"/Actions/UpdateService.SimpleUpdate", s.simpleUpdate)
+	}
 	static(firmwarePath, func() map[string]any {
 		return collection(firmwarePath, "#SoftwareInventoryCollection.SoftwareInventoryCollection", "Firmware Inventory",
 			[]any{link(firmwarePath + "/BIOS"), link(firmwarePath + "/BMC")})

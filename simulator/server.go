@@ -91,6 +91,8 @@ type Stats struct {
 	// IfMatchOnActions counts action POSTs that carried If-Match (refused with 412 by profiles
 	// with ActionsRefuseIfMatch).
 	IfMatchOnActions int
+	// PushedBytes counts the bytes of firmware images pushed to the MultipartHttpPushUri.
+	PushedBytes int64
 	// StaleIfMatch counts PATCHes refused with 412 because their If-Match was stale.
 	StaleIfMatch int
 	// Posts counts the POST requests carried out (answered 2xx, or carried out and the answer
@@ -193,7 +195,7 @@ func (s *Server) Stats() Stats {
 	defer s.mu.Unlock()
 	out := Stats{Requests: map[string]int{}, Resets: map[string]int{}, Posts: map[string]int{},
 		SessionsCreated: s.stats.SessionsCreated, SimpleUpdates: s.stats.SimpleUpdates, Boots: s.stats.Boots,
-		PeakInFlight: s.stats.PeakInFlight, IfMatchOnActions: s.stats.IfMatchOnActions, StaleIfMatch: s.stats.StaleIfMatch}
+		PeakInFlight: s.stats.PeakInFlight, IfMatchOnActions: s.stats.IfMatchOnActions, StaleIfMatch: s.stats.StaleIfMatch, PushedBytes: s.stats.PushedBytes}
 	for k, v := range s.stats.Posts {
 		out.Posts[k] = v
 	}

@@ -26,6 +26,7 @@ type task struct {
 	target   string // BIOS or BMC
 	version  string
 	imageURI string
+	critical bool // ends Completed with TaskStatus Critical: the BMC rejected the image (Faults.FailUpdates)
 }
 
 func (t *task) name() string {
@@ -37,6 +38,9 @@ func (t *task) name() string {
 
 func (t *task) resource() map[string]any {
 	status := map[string]string{TaskRunning: "OK", TaskCompleted: "OK", TaskException: "Critical"}[t.state]
+	if t.state == TaskCompleted && t.critical {
+		status = "Critical"
+	}
 	r := map[string]any{
 		"@odata.id": tasksPath + "/" + t.id, "@odata.type": "#Task.v1_7_1.Task", "Id": t.id, "Name": t.name(),
 		"TaskState": t.state, "TaskStatus": status, "PercentComplete": t.percent,
@@ -62,14 +66,24 @@ func (s *Server) simpleUpdate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 400, "Base.1.8.ActionParameterMissing", "The action SimpleUpdate requires the parameter ImageURI.")
 		return
 	}
-	target := "BIOS"
-	for _, t := range body.Targets {
+	s.startUpdate(w, updateTarget(body.Targets), body.ImageURI, body.ImageURI)
+}
+
+// updateTarget is BMC when targets name the manager or its firmware inventory entry, BIOS
+// otherwise.
+func updateTarget(targets []string) string {
+	for _, t := range targets {
 		if strings.Contains(t, "/Managers/") || strings.HasSuffix(t, "/BMC") {
-			target = "BMC"
+			return "BMC"
 		}
 	}
-	version := strings.TrimSuffix(path.Base(body.ImageURI), path.Ext(body.ImageURI))
+	return "BIOS"
+}
 
+// startUpdate starts a firmware task and answers for it; the new version is the image's file
+// name without its extension.
+func (s *Server) startUpdate(w http.ResponseWriter, target, image, source string) {
+	version := strings.TrimSuffix(path.Base(image), path.Ext(image))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, t := range s.tasks {
@@ -80,7 +94,8 @@ func (s *Server) simpleUpdate(w http.ResponseWriter, r *http.Request) {
 	}
 	s.nextID++
 	t := &task{id: fmt.Sprintf("%d", s.nextID), state: TaskRunning, start: time.Now(), target: target,
-		version: version, imageURI: body.ImageURI, message: "Update of " + target + " to " + version + " started."}
+		version: version, imageURI: source, message: "Update of " + target + " to " + version + " started.",
+		critical: s.Fault.takeFailUpdate()}
 	s.tasks[t.id] = t
 	s.stats.SimpleUpdates++
 	step := s.cfg.TaskDuration / 4
@@ -93,7 +108,35 @@ func (s *Server) simpleUpdate(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", monitorPrefix+t.id)
 	w.Header().Set("Retry-After", "1")
+	if s.cfg.Profile.MonitorOnly {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
 	writeJSON(w, http.StatusAccepted, t.resource())
+}
+
+// multipartPush accepts an image pushed to the UpdateService's MultipartHttpPushUri: a
+// multipart/form-data body with UpdateParameters (JSON, Targets) and UpdateFile (the image).
+func (s *Server) multipartPush(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseMultipartForm(8 << 20); err != nil {
+		writeError(w, 400, "Base.1.8.MalformedJSON", "The request is not multipart/form-data: "+err.Error())
+		return
+	}
+	defer func() { _ = r.MultipartForm.RemoveAll() }()
+	var params struct{ Targets []string }
+	if err := json.Unmarshal([]byte(r.FormValue("UpdateParameters")), &params); err != nil {
+		writeError(w, 400, "Base.1.8.ActionParameterMissing", "The part UpdateParameters is missing or not JSON.")
+		return
+	}
+	files := r.MultipartForm.File["UpdateFile"]
+	if len(files) != 1 || files[0].Size == 0 {
+		writeError(w, 400, "Base.1.8.ActionParameterMissing", "The part UpdateFile is missing or empty.")
+		return
+	}
+	s.mu.Lock()
+	s.stats.PushedBytes += files[0].Size
+	s.mu.Unlock()
+	s.startUpdate(w, updateTarget(params.Targets), files[0].Filename, "pushed:"+files[0].Filename)
 }
 
 // progress moves a task one quarter forward. Caller holds s.mu.
@@ -106,6 +149,13 @@ func (s *Server) progress(t *task, quarter int) {
 		return
 	}
 	t.state, t.end = TaskCompleted, time.Now()
+	if purge := s.cfg.Profile.PurgeTasksAfter; purge > 0 {
+		s.after(purge, func() { delete(s.tasks, t.id) })
+	}
+	if t.critical {
+		t.message = "The image for " + t.target + " was rejected after transfer: " + t.version + " is not applicable."
+		return
+	}
 	t.message = "Update of " + t.target + " to " + t.version + " completed."
 	if t.target == "BMC" {
 		s.state.bmcVersion = t.version
