@@ -58,6 +58,9 @@ func (s *Server) routes() http.Handler {
 	for i := 2; i <= s.cfg.Profile.systems(); i++ {
 		static(fmt.Sprintf("%s/Systems/%d", rootPath, i), func() map[string]any { return s.bladeSystem(i) })
 	}
+	if s.cfg.Profile.systems() > 1 {
+		mux.HandleFunc("POST "+rootPath+"/Systems/{id}/Actions/ComputerSystem.Reset", s.resetBlade)
+	}
 	static(systemPath, s.system)
 	mux.HandleFunc("PATCH "+systemPath, s.patchSystem)
 	if s.cfg.Profile.BootOnlyInSettings {
@@ -165,7 +168,10 @@ func (s *Server) otherRoutes(mux *http.ServeMux, static staticFunc) {
 			break
 		}
 		p := mediaRoot + "/" + slot.id
-		static(p, func() map[string]any { return s.virtualMedia(slot) })
+		mux.HandleFunc("GET "+p, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Allow", "GET, PATCH") // how a client learns it may PATCH (sushy reads it)
+			writeJSON(w, 200, s.virtualMedia(slot))
+		})
 		mux.HandleFunc("PATCH "+p, func(w http.ResponseWriter, r *http.Request) { s.patchVirtualMedia(w, r, slot) })
 		if !s.cfg.Profile.NoMediaActions {
 			mux.HandleFunc("POST "+p+"/Actions/VirtualMedia.InsertMedia", func(w http.ResponseWriter, r *http.Request) { s.insertMedia(w, r, slot) })
@@ -270,8 +276,36 @@ func (s *Server) bladeSystem(i int) map[string]any {
 	p := fmt.Sprintf("%s/Systems/%d", rootPath, i)
 	return map[string]any{"@odata.id": p, "@odata.type": "#ComputerSystem.v1_20_0.ComputerSystem", "Id": fmt.Sprint(i), "Name": fmt.Sprintf("Blade %d", i),
 		"SystemType": "Physical", "Manufacturer": "CAPRF", "Model": "SimBlade", "SerialNumber": fmt.Sprintf("SN-%s-%d", s.cfg.ID, i),
-		"PowerState": PowerOff, "Status": map[string]any{"State": "Enabled", "Health": "OK"},
+		"PowerState": s.bladePower(i), "Status": map[string]any{"State": "Enabled", "Health": "OK"},
+		"Boot": map[string]any{"BootSourceOverrideEnabled": "Disabled", "BootSourceOverrideTarget": "None",
+			"BootSourceOverrideTarget@Redfish.AllowableValues": []string{"None", "Pxe", "Hdd"}},
+		"Actions": map[string]any{"#ComputerSystem.Reset": map[string]any{
+			"target": p + "/Actions/ComputerSystem.Reset", "ResetType@Redfish.AllowableValues": []string{"On", "ForceOff", "ForceRestart"}}},
 		"Links": map[string]any{"ManagedBy": []any{link(managerPath)}}}
+}
+
+func (s *Server) bladePower(i int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.blades[i] == "" {
+		return PowerOff
+	}
+	return s.blades[i]
+}
+
+// resetBlade powers one of the other blades on or off (at once: nothing boots there).
+func (s *Server) resetBlade(w http.ResponseWriter, r *http.Request) {
+	var body struct{ ResetType string }
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || !oneOf(body.ResetType, "On", "ForceOff", "ForceRestart") {
+		writeError(w, 400, "Base.1.8.ActionParameterNotSupported", "ResetType must be On, ForceOff or ForceRestart.")
+		return
+	}
+	var i int
+	_, _ = fmt.Sscan(r.PathValue("id"), &i)
+	s.mu.Lock()
+	s.blades[i] = map[bool]string{true: PowerOff, false: PowerOn}[body.ResetType == "ForceOff"]
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // simpleStorage lists the drives as SimpleStorage devices: no Drive resources, no erase.
@@ -640,7 +674,9 @@ func (s *Server) insertMedia(w http.ResponseWriter, r *http.Request, slot *media
 			}
 		}
 		if _, ok := raw["TransferProtocolType"]; !ok {
-			writeError(w, 400, "Base.1.8.ActionParameterMissing", "The action InsertMedia requires the parameter TransferProtocolType to be present in the request body.")
+			// As Supermicro answers (an older Base registry, the property named in
+			// RelatedProperties, which is what sushy looks for).
+			writeErrorAbout(w, 400, "Base.1.5.ActionParameterMissing", "The action InsertMedia requires the parameter TransferProtocolType to be present in the request body.", "#/TransferProtocolType")
 			return
 		}
 	}

@@ -61,6 +61,7 @@ type Server struct {
 	state     systemState
 	sessions  map[string]*session // token -> session
 	revisions map[string]int      // path -> changes made by other clients (see Faults.ConcurrentChange)
+	blades    map[int]string      // power state of the other systems of a bladed BMC
 	nextID    int
 	tasks     map[string]*task
 	stats     Stats
@@ -128,6 +129,7 @@ func New(cfg Config) (*Server, error) {
 		Fault:     &Faults{},
 		sessions:  map[string]*session{},
 		revisions: map[string]int{},
+		blades:    map[int]string{},
 		tasks:     map[string]*task{},
 		state:     newSystemState(cfg),
 		stats:     Stats{Requests: map[string]int{}, Resets: map[string]int{}, Posts: map[string]int{}},
@@ -411,11 +413,17 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // writeError writes a Redfish error body (the Base message registry shape).
 func writeError(w http.ResponseWriter, code int, msgID, msg string) {
+	writeErrorAbout(w, code, msgID, msg)
+}
+
+// writeErrorAbout is writeError naming the properties concerned (RelatedProperties, JSON pointers).
+func writeErrorAbout(w http.ResponseWriter, code int, msgID, msg string, related ...string) {
+	info := map[string]any{"@odata.type": "#Message.v1_1_1.Message", "MessageId": msgID, "Message": msg, "Severity": "Warning"}
+	if len(related) > 0 {
+		info["RelatedProperties"] = related
+	}
 	writeJSON(w, code, map[string]any{"error": map[string]any{
-		"code": msgID, "message": msg,
-		"@Message.ExtendedInfo": []any{map[string]any{
-			"@odata.type": "#Message.v1_1_1.Message", "MessageId": msgID, "Message": msg, "Severity": "Warning",
-		}},
+		"code": msgID, "message": msg, "@Message.ExtendedInfo": []any{info},
 	}})
 }
 
