@@ -133,6 +133,9 @@ type Target struct {
 	CABundle []byte
 	// InsecureSkipVerify disables certificate verification.
 	InsecureSkipVerify bool
+	// BasicAuth sends the credentials with every request (HTTP Basic) instead of creating a
+	// Redfish session: for BMCs whose few sessions other tools use up.
+	BasicAuth bool
 }
 
 type client struct {
@@ -168,6 +171,7 @@ func connect(ctx context.Context, t Target, opts Options, br *breaker) (*client,
 		return nil, err
 	}
 	tr := newTransport(base, addr.BaseURL, t.Username, t.Password, opts, br)
+	tr.basicAuth = t.BasicAuth
 	ctx, cancel := context.WithTimeout(ctx, opts.CallTimeout)
 	defer cancel()
 	api, err := gofish.ConnectContext(ctx, gofish.ClientConfig{

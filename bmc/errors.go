@@ -8,6 +8,10 @@ import (
 var (
 	// ErrAuth means the BMC rejected the credentials.
 	ErrAuth = errors.New("the BMC rejected the credentials")
+	// ErrSessionLimit means the BMC refused a new session because its session table is full
+	// (other clients hold the sessions). Free sessions on the BMC, or use HTTP Basic
+	// authentication (Target.BasicAuth), which needs none.
+	ErrSessionLimit = errors.New("the BMC refused a new session: its session limit is reached (other clients hold its sessions)")
 	// ErrCircuitOpen means recent calls to this BMC kept failing; calls fail fast until a probe
 	// succeeds again.
 	ErrCircuitOpen = errors.New("BMC circuit breaker open: recent calls kept failing")

@@ -202,5 +202,8 @@ func fingerprint(t Target) string {
 	if t.InsecureSkipVerify {
 		h.Write([]byte{1})
 	}
+	if t.BasicAuth {
+		h.Write([]byte{2})
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }

@@ -208,6 +208,10 @@ func (t *transport) ensureSession(ctx context.Context) error {
 		t.mu.Unlock()
 		return nil
 	case resp.StatusCode >= 300:
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if bytes.Contains(body, []byte("SessionLimitExceeded")) {
+			return ErrSessionLimit
+		}
 		return fmt.Errorf("creating a Redfish session: HTTP %d", resp.StatusCode)
 	}
 	t.mu.Lock()

@@ -87,6 +87,9 @@ type Profile struct {
 	// PurgeTasksAfter: a finished task (and its monitor) is forgotten this long after it ended
 	// (404), as many BMCs do.
 	PurgeTasksAfter time.Duration
+	// MaxSessions: logins beyond this many open sessions are refused (503 SessionLimitExceeded),
+	// as BMCs with small session tables do. 0: no limit.
+	MaxSessions int
 	// SessionsPath is where the session collection lives (the service root's Links.Sessions).
 	// Default /redfish/v1/SessionService/Sessions.
 	SessionsPath string
@@ -128,8 +131,10 @@ var Profiles = map[string]Profile{
 	"manager-media": {Name: "manager-media", Media: "manager", NoMediaActions: true, ExtraInterfaces: true, UpdateWithoutMonitor: true},
 	// Dell iDRAC9, as far as modelled: ETags on resources, 412 for an action carrying If-Match,
 	// virtual media under the manager (firmware before 6.x), a power-on refused (409) for a
-	// while after a power-off (a minute on real iDRACs, 2 s here).
-	"dell-idrac9": {Name: "dell-idrac9", ETags: true, ActionsRefuseIfMatch: true, Media: "manager", PowerOnRefusedAfterOff: 2 * time.Second},
+	// while after a power-off (a minute on real iDRACs, 2 s here); a small session table (the
+	// figure is the simulator's: real limits vary by model and firmware).
+	"dell-idrac9": {Name: "dell-idrac9", ETags: true, ActionsRefuseIfMatch: true, Media: "manager", PowerOnRefusedAfterOff: 2 * time.Second,
+		MaxSessions: 8},
 	// Dell iDRAC 10, as far as modelled: the boot override only through the system's settings object.
 	"dell-idrac10": {Name: "dell-idrac10", BootOnlyInSettings: true, ETags: true},
 	// Lenovo XCC, as far as modelled: virtual media under the manager, inserted and ejected by

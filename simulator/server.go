@@ -315,6 +315,17 @@ func (s *Server) checkPassword(user, pass string) bool {
 		subtle.ConstantTimeCompare([]byte(pass), []byte(s.cfg.Password)) == 1
 }
 
+// HoldSessions opens n sessions as other clients (a monitoring agent, a person's browser) would,
+// for a profile with a session limit to run out.
+func (s *Server) HoldSessions(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range n {
+		s.nextID++
+		s.sessions[randomHex(16)] = &session{id: fmt.Sprintf("%d", s.nextID), lastUsed: time.Now().Add(time.Hour)}
+	}
+}
+
 // ExpireSessions drops every session, as a BMC does when sessions time out or it restarts.
 func (s *Server) ExpireSessions() {
 	s.mu.Lock()
@@ -334,6 +345,12 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	tok := randomHex(16)
 	s.mu.Lock()
+	if max := s.cfg.Profile.MaxSessions; max > 0 && len(s.sessions) >= max {
+		s.mu.Unlock()
+		writeError(w, http.StatusServiceUnavailable, "Base.1.8.SessionLimitExceeded",
+			"The session establishment failed due to the number of simultaneous sessions exceeding the limit of the implementation.")
+		return
+	}
 	s.nextID++
 	id := fmt.Sprintf("%d", s.nextID)
 	s.sessions[tok] = &session{id: id, lastUsed: time.Now()}

@@ -41,6 +41,9 @@ const (
 
 	BMCAuthFailedReason  = "AuthenticationFailed"
 	BMCUnreachableReason = "Unreachable"
+	// BMCSessionLimitReason: the BMC refused a new session (its session table is full); free
+	// sessions on the BMC or set spec.bmc.authMethod: Basic.
+	BMCSessionLimitReason = "SessionLimitExceeded"
 	// BMCBusyReason: the BMC refused a change for now (409, or HPE's "in POST"); retried.
 	BMCBusyReason = "BMCBusy"
 	// BMCConnectingReason: the connection (service root, login) is being made in the background.

@@ -50,7 +50,24 @@ type BMC struct {
 	// insecureSkipVerify disables TLS verification of the BMC. Only for labs; never the default.
 	// +optional
 	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
+
+	// authMethod is how the provider authenticates to the BMC: Session (the default) creates one
+	// Redfish session per BMC and keeps it; Basic sends the credentials with every request and
+	// holds no session, for BMCs whose few sessions other tools use up (the host then reports
+	// BMCReachable=False, SessionLimitExceeded).
+	// +optional
+	AuthMethod BMCAuthMethod `json:"authMethod,omitempty"`
 }
+
+// BMCAuthMethod is how the provider authenticates to a BMC.
+// +kubebuilder:validation:Enum=Session;Basic
+type BMCAuthMethod string
+
+// BMC authentication methods.
+const (
+	BMCAuthSession BMCAuthMethod = "Session"
+	BMCAuthBasic   BMCAuthMethod = "Basic"
+)
 
 // Cordon stops new claims of a host. A claimed host keeps running.
 type Cordon struct {

@@ -422,7 +422,8 @@ func (r *Reconciler) connect(ctx context.Context, s *scope) error {
 	if len(user) == 0 || len(pass) == 0 {
 		return fail(infrav1.CredentialsMissingReason, fmt.Errorf("credentials Secret %s needs non-empty keys \"username\" and \"password\"", creds.Name))
 	}
-	t := bmc.Target{Address: h.Spec.BMC.Address, Username: string(user), Password: string(pass), InsecureSkipVerify: h.Spec.BMC.InsecureSkipVerify}
+	t := bmc.Target{Address: h.Spec.BMC.Address, Username: string(user), Password: string(pass), InsecureSkipVerify: h.Spec.BMC.InsecureSkipVerify,
+		BasicAuth: h.Spec.BMC.AuthMethod == infrav1.BMCAuthBasic}
 	if name := h.Spec.BMC.CABundleName; name != "" {
 		ca := &corev1.Secret{}
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: name}, ca); err != nil {
@@ -446,8 +447,12 @@ func (r *Reconciler) connect(ctx context.Context, s *scope) error {
 	}
 	if err != nil {
 		reason := infrav1.BMCUnreachableReason
-		if errors.Is(err, bmc.ErrAuth) {
+		switch {
+		case errors.Is(err, bmc.ErrAuth):
 			reason = infrav1.BMCAuthFailedReason
+		case errors.Is(err, bmc.ErrSessionLimit):
+			reason = infrav1.BMCSessionLimitReason
+			err = fmt.Errorf("%w; free sessions on the BMC, or set spec.bmc.authMethod: Basic (no session needed)", err)
 		}
 		return fail(reason, err)
 	}
