@@ -32,6 +32,25 @@ func (c *client) Inventory(ctx context.Context) (*infrav1.Inventory, error) {
 	if gib := sys.MemorySummary.TotalSystemMemoryGiB; gib != nil {
 		inv.MemoryMiB = int64(*gib * 1024)
 	}
+	if dimms, err := sys.Memory(); err == nil {
+		var total int64
+		for _, m := range dimms {
+			// Installed modules only: BMCs list empty slots too (State Absent, no capacity).
+			if m.Status.State == schemas.AbsentState || m.CapacityMiB == nil || *m.CapacityMiB == 0 {
+				continue
+			}
+			d := infrav1.DIMM{Name: m.ID, CapacityMiB: int64(*m.CapacityMiB), Type: string(m.MemoryDeviceType),
+				Manufacturer: m.Manufacturer, PartNumber: strings.TrimSpace(m.PartNumber), SerialNumber: m.SerialNumber}
+			if m.OperatingSpeedMhz != nil {
+				d.SpeedMHz = int32(*m.OperatingSpeedMhz) //nolint:gosec // memory speeds fit
+			}
+			total += d.CapacityMiB
+			inv.DIMMs = append(inv.DIMMs, d)
+		}
+		if inv.MemoryMiB == 0 {
+			inv.MemoryMiB = total // a BMC without MemorySummary
+		}
+	}
 	if inv.CPUCores == 0 {
 		if procs, err := sys.Processors(); err == nil {
 			for _, p := range procs {

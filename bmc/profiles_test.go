@@ -293,6 +293,10 @@ func TestInventoryOnEveryProfile(t *testing.T) {
 			if len(inv.Drives) != 2 {
 				t.Errorf("%d drives inventoried, want 2: %+v", len(inv.Drives), inv.Drives)
 			}
+			// The simulator lists eight 32 GiB modules and two empty slots.
+			if len(inv.DIMMs) != 8 || inv.DIMMs[0].CapacityMiB != 32768 || inv.DIMMs[0].Type != "DDR4" || inv.DIMMs[0].SerialNumber == "" {
+				t.Errorf("DIMMs %+v, want the eight installed modules", inv.DIMMs)
+			}
 		})
 	}
 }

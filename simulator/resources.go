@@ -79,7 +79,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET "+systemPath+"/Processors/{id}", s.processor)
 	static(systemPath+"/Memory", func() map[string]any {
 		members := []any{}
-		for i := 1; i <= 8; i++ {
+		for i := 1; i <= 10; i++ { // eight DIMMs and two empty slots
 			members = append(members, link(fmt.Sprintf("%s/Memory/DIMM%d", systemPath, i)))
 		}
 		return collection(systemPath+"/Memory", "#MemoryCollection.MemoryCollection", "Memory", members)
@@ -500,8 +500,15 @@ func (s *Server) processor(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) memory(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if id == "DIMM9" || id == "DIMM10" {
+		// An empty slot, as BMCs list them.
+		writeJSON(w, 200, map[string]any{"@odata.id": systemPath + "/Memory/" + id, "@odata.type": "#Memory.v1_17_0.Memory",
+			"Id": id, "Name": id, "Status": map[string]any{"State": "Absent"}})
+		return
+	}
 	writeJSON(w, 200, map[string]any{"@odata.id": systemPath + "/Memory/" + id, "@odata.type": "#Memory.v1_17_0.Memory",
 		"Id": id, "Name": id, "CapacityMiB": 32768, "MemoryDeviceType": "DDR4", "OperatingSpeedMhz": 3200,
+		"Manufacturer": "Samsung", "SerialNumber": fmt.Sprintf("%s-%s", s.cfg.ID, id), "PartNumber": "M393A4K40DB3-CWE",
 		"Status": map[string]any{"State": "Enabled", "Health": "OK"}})
 }
 

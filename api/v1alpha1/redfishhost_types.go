@@ -136,6 +136,33 @@ type RedfishHostSpec struct {
 	RebootRequests []RebootRequest `json:"rebootRequests,omitempty"`
 }
 
+// DIMM is an installed memory module.
+type DIMM struct {
+	// name is the BMC's name of the module's slot.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+	// capacityMiB is the module's size.
+	// +optional
+	CapacityMiB int64 `json:"capacityMiB,omitempty"`
+	// type is the memory device type (DDR4, DDR5, …).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Type string `json:"type,omitempty"`
+	// speedMHz is the operating speed.
+	// +optional
+	SpeedMHz int32 `json:"speedMHz,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Manufacturer string `json:"manufacturer,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PartNumber string `json:"partNumber,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	SerialNumber string `json:"serialNumber,omitempty"`
+}
+
 // NIC is a network interface found by inspection.
 type NIC struct {
 	// name of the interface as the BMC reports it.
@@ -201,6 +228,11 @@ type Inventory struct {
 	// memoryMiB is the total system memory.
 	// +optional
 	MemoryMiB int64 `json:"memoryMiB,omitempty"`
+	// dimms are the installed memory modules (empty slots are not listed).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	DIMMs []DIMM `json:"dimms,omitempty"`
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
