@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -163,6 +164,20 @@ func ProfileNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// ParseProfiles reads a comma-separated list of profile names (a mixed fleet, given to the
+// servers in turn).
+func ParseProfiles(list string) ([]Profile, error) {
+	var out []Profile
+	for _, name := range strings.Split(list, ",") {
+		p, err := ProfileNamed(strings.TrimSpace(name))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // ProfileNamed returns the profile of that name.

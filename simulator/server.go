@@ -109,6 +109,9 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Profile.validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Profile.Name == "" {
+		cfg.Profile.Name = "dmtf" // the zero profile
+	}
 	if cfg.Username == "" {
 		cfg.Username = "admin"
 	}

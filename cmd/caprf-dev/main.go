@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/caprf/cluster-api-provider-redfish/internal/dev/demo"
+	"github.com/caprf/cluster-api-provider-redfish/simulator"
 )
 
 func main() {
@@ -24,6 +25,8 @@ func main() {
 	workers := flag.Int("workers", 2, "Worker Machines in the MachineDeployment.")
 	flag.StringVar(&o.Dir, "dir", defaultDir(), "Folder for the kubeconfig and the controllers' log.")
 	exit := flag.Bool("exit", false, "Exit when the scenario completes instead of waiting for Ctrl-C.")
+	profiles := flag.String("profiles", "dmtf", "Comma-separated BMC profiles given to the servers in turn (a mixed rack): "+strings.Join(simulator.ProfileNames(), ", ")+
+		". Virtual media boots need a profile with virtual media and drive erase (not simple-storage nor bladed).")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: caprf-dev [flags]\n\nScenarios:\n")
 		for _, n := range demo.ScenarioNames() {
@@ -38,6 +41,11 @@ func main() {
 		os.Exit(2)
 	}
 	o.Workers = int32(*workers) //nolint:gosec // bounded above.
+	var err error
+	if o.Profiles, err = simulator.ParseProfiles(*profiles); err != nil {
+		fmt.Fprintln(os.Stderr, "caprf-dev: --profiles:", err)
+		os.Exit(2)
+	}
 	o.Wait = !*exit
 
 	// A closed stdout (`make dev | tee log`, then Ctrl-C) must not kill the demo before it stopped
@@ -55,7 +63,7 @@ func main() {
 		os.Exit(130)
 	}()
 
-	err := demo.Run(ctx, o)
+	err = demo.Run(ctx, o)
 	cancel()
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "caprf-dev:", err)

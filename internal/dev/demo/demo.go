@@ -52,6 +52,9 @@ type Options struct {
 	Wait bool
 	// PowerLatency of the simulated BMCs. Default 300ms.
 	PowerLatency time.Duration
+	// Profiles are the BMC shapes given to the servers in turn (a mixed rack). Default: the
+	// DMTF-like profile for all.
+	Profiles []simulator.Profile
 }
 
 // Scenario is one story the demo can tell.
@@ -155,7 +158,7 @@ func Run(ctx context.Context, o Options) (retErr error) {
 	w.Printf("seed server: %s   metrics: http://%s/metrics", seedURL, metricsAddr)
 
 	if w.Fleet, err = simulator.StartFleet(simulator.FleetOptions{
-		Servers: o.Servers, NamePrefix: "server", PowerLatency: o.PowerLatency, TaskDuration: 2 * time.Second,
+		Servers: o.Servers, NamePrefix: "server", PowerLatency: o.PowerLatency, TaskDuration: 2 * time.Second, Profiles: o.Profiles,
 		IPXEChainURL: seedURL + "/v1/ipxe", // what DHCP on a provisioning network would point PXE at
 	}); err != nil {
 		return err

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +27,7 @@ import (
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/dev/simcli"
 	"github.com/caprf/cluster-api-provider-redfish/internal/dev/testenv"
+	"github.com/caprf/cluster-api-provider-redfish/simulator"
 )
 
 // syncBuffer collects the demo's output; onLine sees every write.
@@ -117,7 +120,13 @@ func TestLifecycleRollsTheWorkersThenServersAddedWithRedfishSimServeAScaleUp(t *
 		}
 	}}
 	runErr := make(chan error, 1)
-	go func() { runErr <- Run(ctx, Options{Dir: dir, Out: out, Wait: true}) }()
+	// A mixed rack (what `make dev DEV_FLAGS=--profiles …` gives): the story is the same on every
+	// vendor's BMC shape.
+	vendors, err := simulator.ParseProfiles("dell-idrac9,hpe-ilo5,lenovo-xcc,supermicro-x13")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { runErr <- Run(ctx, Options{Dir: dir, Out: out, Wait: true, Profiles: vendors}) }()
 	select {
 	case <-running:
 	case err := <-runErr:
@@ -136,6 +145,14 @@ func TestLifecycleRollsTheWorkersThenServersAddedWithRedfishSimServeAScaleUp(t *
 	}
 	if n := strings.Count(text, "image=http://images.example/node-v2.iso"); n != 2 {
 		t.Errorf("final table shows %d workers on node-v2.iso, want 2:\n%s", n, text)
+	}
+	final := text[strings.LastIndex(text, "rolling update done in"):]
+	seen := map[string]bool{}
+	for _, p := range vendors {
+		seen[p.Name] = strings.Contains(final, "bmc="+p.Name)
+	}
+	if n := len(slices.DeleteFunc(slices.Collect(maps.Values(seen)), func(b bool) bool { return !b })); n < 3 {
+		t.Errorf("the Machines run on %d vendor profiles (%v), want the control plane and both workers on three:\n%s", n, seen, final)
 	}
 
 	t.Run("metrics endpoint serves the provider's metrics", func(t *testing.T) {

@@ -104,6 +104,8 @@ func (w *World) progress(ctx context.Context) (string, error) {
 // Machine is one Machine as the demo reports it.
 type Machine struct {
 	Name, Phase, Host, Template, Image, Node string
+	// BMC is the simulator profile of the host's BMC (dmtf, dell-idrac9, …).
+	BMC string
 	// Group is "control plane" or the RedfishMachineTemplate the machine was cloned from.
 	Group    string
 	Deleting bool
@@ -193,6 +195,11 @@ func (w *World) Machines(ctx context.Context) ([]Machine, error) {
 			Template: w.templateOf(m.Name, rm.Annotations[clusterv1.TemplateClonedFromNameAnnotation]), Deleting: !m.DeletionTimestamp.IsZero(),
 		}
 		mm.Image = w.bootedImage(rm.Status.HostRef)
+		for _, s := range w.Fleet.Servers {
+			if s.ID() == rm.Status.HostRef {
+				mm.BMC = s.Profile().Name
+			}
+		}
 		mm.Group = mm.Template
 		if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; ok {
 			mm.Group = "control plane"
@@ -213,7 +220,7 @@ func (w *World) PrintMachines(ctx context.Context) error {
 		return err
 	}
 	for _, m := range ms {
-		w.Printf("    %-28s %-9s host=%-10s node=%-28s image=%s", m.Name, m.Phase, m.Host, m.Node, m.Image)
+		w.Printf("    %-28s %-9s host=%-10s bmc=%-14s node=%-28s image=%s", m.Name, m.Phase, m.Host, m.BMC, m.Node, m.Image)
 	}
 	return nil
 }

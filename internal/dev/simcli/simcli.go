@@ -137,13 +137,9 @@ func (o *options) complete() error {
 	if o.servers < 1 || o.servers > 65536 {
 		return fmt.Errorf("--servers %d: must be between 1 and 65536", o.servers)
 	}
-	o.profileList = nil
-	for _, name := range strings.Split(o.profiles, ",") {
-		p, err := simulator.ProfileNamed(strings.TrimSpace(name))
-		if err != nil {
-			return fmt.Errorf("--profiles: %w", err)
-		}
-		o.profileList = append(o.profileList, p)
+	var err error
+	if o.profileList, err = simulator.ParseProfiles(o.profiles); err != nil {
+		return fmt.Errorf("--profiles: %w", err)
 	}
 	var random [4]byte
 	if _, err := rand.Read(random[:]); err != nil {
