@@ -70,26 +70,29 @@ func (c *client) request(ctx context.Context, method, uri string, payload any) (
 // the retries are safe.
 func (c *client) patch(ctx context.Context, uri, etag string, payload any) error {
 	api := c.with(ctx)
-	withTag := func(tag string) (*http.Response, error) {
+	withTag := func(tag string) error {
 		headers := map[string]string{}
 		if tag != "" {
 			headers["If-Match"] = tag
 		}
-		return api.PatchWithHeaders(uri, payload, headers)
+		resp, err := api.PatchWithHeaders(uri, payload, headers)
+		if err != nil {
+			return err
+		}
+		return resp.Body.Close()
 	}
-	resp, err := withTag(etag)
+	err := withTag(etag)
 	if err != nil && etag != "" && statusOf(err) == http.StatusPreconditionFailed {
 		if fresh, ferr := c.etag(ctx, uri); ferr == nil && fresh != "" && fresh != etag {
-			resp, err = withTag(fresh)
+			err = withTag(fresh)
 		}
 		if err != nil && statusOf(err) == http.StatusPreconditionFailed {
-			resp, err = withTag("")
+			err = withTag("")
 		}
 	}
 	if err != nil {
 		return classify(err)
 	}
-	_ = resp.Body.Close()
 	return nil
 }
 

@@ -64,11 +64,12 @@ func (c *client) UpdateFirmware(ctx context.Context, imageURI string, target Fir
 		if strings.HasPrefix(imageURI, "https://") {
 			protocol = schemas.HTTPSTransferProtocolType
 		}
-		resp, err = c.request(ctx, http.MethodPost, actionTarget(us.RawData, "#UpdateService.SimpleUpdate", us.ODataID),
+		target := actionTarget(us.RawData, "#UpdateService.SimpleUpdate", us.ODataID)
+		resp, err = c.request(ctx, http.MethodPost, target, //nolint:bodyclose // taskOf closes it
 			map[string]any{"ImageURI": imageURI, "Targets": targets, "TransferProtocol": protocol})
 	default:
 		// Only a push: the image is fetched here and sent to the BMC.
-		resp, err = c.push(ctx, us.MultipartHTTPPushURI, imageURI, targets)
+		resp, err = c.push(ctx, us.MultipartHTTPPushURI, imageURI, targets) //nolint:bodyclose // taskOf closes it
 	}
 	if err != nil {
 		return "", fmt.Errorf("starting firmware update: %w", err)

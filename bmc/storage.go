@@ -88,7 +88,8 @@ func (c *client) EraseDrives(ctx context.Context) ([]EraseJob, error) {
 				continue
 			}
 			// A POST without If-Match (gofish would add the drive's ETag; iDRAC refuses that).
-			resp, err := c.request(ctx, http.MethodPost, actionTarget(d.RawData, "#Drive.SecureErase", d.ODataID),
+			target := actionTarget(d.RawData, "#Drive.SecureErase", d.ODataID)
+			resp, err := c.request(ctx, http.MethodPost, target, //nolint:bodyclose // taskOf closes it
 				map[string]any{"OverwritePasses": 1, "SanitizationType": schemas.CryptographicEraseDataSanitizationType})
 			if err != nil {
 				return jobs, fmt.Errorf("erasing drive %s: %w", d.ODataID, err)
