@@ -3,6 +3,8 @@ package bmc
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -353,8 +355,15 @@ func TestBMCErrorsEchoingAnImageURLDoNotCarryTheSeedToken(t *testing.T) {
 			t.Errorf("the error should still say what was rejected: %v", err)
 		}
 	}
-	if got := Redact("https://admin:hunter2@10.0.0.5/x"); got != "https://REDACTED@10.0.0.5/x" {
-		t.Errorf("Redact kept credentials: %s", got)
+	for in, want := range map[string]string{
+		"https://admin:hunter2@10.0.0.5/x": "https://REDACTED@10.0.0.5/x",
+		"https://s3.example/fw/bios.bin?X-Amz-Credential=AKIA1&X-Amz-Signature=f00d&X-Amz-Security-Token=IQo&x-id=GetObject": "https://s3.example/fw/bios.bin?X-Amz-Credential=REDACTED&X-Amz-Signature=REDACTED&X-Amz-Security-Token=REDACTED&x-id=GetObject",
+		"https://blob.example/fw.bin?sv=2024&sig=abc%2Bdef":                                                                  "https://blob.example/fw.bin?sv=2024&sig=REDACTED",
+		"http://images.example/os.iso?token=s3cr3t#frag":                                                                     "http://images.example/os.iso?token=REDACTED#frag",
+	} {
+		if got := Redact(in); got != want {
+			t.Errorf("Redact(%s) = %s, want %s", in, got, want)
+		}
 	}
 }
 
@@ -441,5 +450,35 @@ func TestForgetDuringAConnectionLeavesNoSession(t *testing.T) {
 	})
 	if n := pool.Len(); n != 0 {
 		t.Errorf("the pool holds %d entries after Forget", n)
+	}
+}
+
+// A BMC answer that redirects elsewhere never takes the credentials (Basic) or the session token
+// along to the other host.
+func TestCredentialsNeverFollowARedirectToAnotherHost(t *testing.T) {
+	seen := make(chan string, 1)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Get("Authorization") + r.Header.Get("X-Auth-Token")
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer other.Close()
+	bmcSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		http.Redirect(w, r, other.URL+"/elsewhere", http.StatusFound)
+	}))
+	defer bmcSrv.Close()
+	opts := Options{}.withDefaults()
+	tr := newTransport(http.DefaultTransport, bmcSrv.URL, "admin", "hunter2", opts, newBreaker(opts))
+	tr.basicAuth = true
+	resp, err := (&http.Client{Transport: tr}).Get(bmcSrv.URL + "/redfish/v1/Systems/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if got := <-seen; got != "" {
+		t.Errorf("the other host received credentials: %q", got)
 	}
 }

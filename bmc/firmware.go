@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
+	"net/textproto"
 	"net/url"
-	"os"
 	"path"
-	"path/filepath"
 	"strings"
 
 	"github.com/stmcginnis/gofish"
@@ -27,6 +27,7 @@ const (
 )
 
 func (c *client) UpdateFirmware(ctx context.Context, imageURI string, target FirmwareTarget) (string, error) {
+	parent := ctx // a push is bounded by PushTimeout, not by the call timeout
 	ctx, cancel := c.call(ctx)
 	defer cancel()
 	api := c.with(ctx)
@@ -56,7 +57,7 @@ func (c *client) UpdateFirmware(ctx context.Context, imageURI string, target Fir
 	} else {
 		targets = []string{c.systemPath}
 	}
-	var resp *http.Response
+	var uri string
 	switch {
 	case offersAction(us.RawData, "#UpdateService.SimpleUpdate") || us.MultipartHTTPPushURI == "":
 		// The BMC pulls the image (the default where it offers nothing else to go by).
@@ -65,21 +66,26 @@ func (c *client) UpdateFirmware(ctx context.Context, imageURI string, target Fir
 			protocol = schemas.HTTPSTransferProtocolType
 		}
 		target := actionTarget(us.RawData, "#UpdateService.SimpleUpdate", us.ODataID)
-		resp, err = c.request(ctx, http.MethodPost, target, //nolint:bodyclose // taskOf closes it
+		resp, err := c.request(ctx, http.MethodPost, target, //nolint:bodyclose // taskOf closes it
 			map[string]any{"ImageURI": imageURI, "Targets": targets, "TransferProtocol": protocol})
+		if err != nil {
+			return "", fmt.Errorf("starting firmware update: %w", err)
+		}
+		uri = taskOf(resp)
 	default:
-		// Only a push: the image is fetched here and sent to the BMC.
-		resp, err = c.push(ctx, us.MultipartHTTPPushURI, imageURI, targets) //nolint:bodyclose // taskOf closes it
+		// Only a push: the image is streamed from its server to the BMC through the manager.
+		if uri, err = c.push(parent, us.MultipartHTTPPushURI, imageURI, targets); err != nil {
+			return "", fmt.Errorf("starting firmware update: %w", err)
+		}
 	}
-	if err != nil {
-		return "", fmt.Errorf("starting firmware update: %w", err)
-	}
-	if uri := taskOf(resp); uri != "" {
+	if uri != "" {
 		return uri, nil
 	}
 	// Accepted without a monitor (204): the update runs all the same. Follow the task the BMC
 	// lists for it; never send it again.
-	uri, err := c.runningUpdate(api)
+	ctx, cancel = c.call(parent) // a push may have outlived the first call timeout
+	defer cancel()
+	uri, err = c.runningUpdate(c.with(ctx))
 	if err != nil {
 		return "", fmt.Errorf("the BMC accepted the update without a task monitor, and listing its tasks failed: %w", err)
 	}
@@ -103,38 +109,73 @@ func (c *client) runningUpdate(api *gofish.APIClient) (string, error) {
 	return "", nil
 }
 
-// push downloads the image to a temporary file and sends it to the BMC's MultipartHttpPushUri
-// (UpdateParameters with the targets, UpdateFile with the image), bounded by PushTimeout.
-func (c *client) push(ctx context.Context, pushURI, imageURI string, targets []string) (*http.Response, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.opts.PushTimeout)
+// push streams the image from its server to the BMC's MultipartHttpPushUri (UpdateParameters
+// with the targets first, then UpdateFile): nothing is held in memory or on disk, and the request
+// is sent once (its body cannot be read again). It is bounded by PushTimeout and returns the
+// task to follow ("" when the BMC named none).
+func (c *client) push(ctx context.Context, pushURI, imageURI string, targets []string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.PushTimeout)
 	defer cancel()
-	dir, err := os.MkdirTemp("", "caprf-firmware-")
+	img, name, size, err := openImage(ctx, imageURI)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	f, err := download(ctx, imageURI, dir)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = f.Close() }()
+	defer func() { _ = img.Close() }()
 	params, err := json.Marshal(map[string]any{"Targets": targets, "@Redfish.OperationApplyTime": "Immediate"})
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	ctx = context.WithValue(ctx, attemptTimeoutKey{}, c.opts.PushTimeout)
-	resp, err := c.with(ctx).PostMultipart(pushURI, map[string]io.Reader{"UpdateParameters": bytes.NewReader(params), "UpdateFile": f})
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	part := func(h textproto.MIMEHeader) error { _, err := mw.CreatePart(h); return err }
+	if err := part(textproto.MIMEHeader{"Content-Disposition": {`form-data; name="UpdateParameters"`}, "Content-Type": {"application/json"}}); err != nil {
+		return "", err
+	}
+	buf.Write(params)
+	if err := part(textproto.MIMEHeader{"Content-Disposition": {fmt.Sprintf(`form-data; name="UpdateFile"; filename=%q`, name)},
+		"Content-Type": {"application/octet-stream"}}); err != nil {
+		return "", err
+	}
+	head := bytes.Clone(buf.Bytes())
+	buf.Reset()
+	if err := mw.Close(); err != nil {
+		return "", err
+	}
+	tail := buf.Bytes()
+	ctx = context.WithValue(context.WithValue(ctx, streamKey{}, true), attemptTimeoutKey{}, c.opts.PushTimeout)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.tr.baseURL+pushURI,
+		io.MultiReader(bytes.NewReader(head), img, bytes.NewReader(tail)))
 	if err != nil {
-		return nil, fmt.Errorf("pushing the image to %s: %w", pushURI, classify(err))
+		return "", err
 	}
-	return resp, nil
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.ContentLength = -1 // chunked, unless the image's size is known
+	if size >= 0 {
+		req.ContentLength = int64(len(head)) + size + int64(len(tail))
+	}
+	httpc := &http.Client{Transport: c.tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("pushing the image to %s: %s", pushURI, Redact(err.Error()))
+	}
+	if resp.StatusCode >= 300 {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		_ = resp.Body.Close()
+		err := fmt.Errorf("pushing the image to %s: HTTP %d: %s", pushURI, resp.StatusCode, Redact(errorMessage(body)))
+		if resp.StatusCode == http.StatusConflict {
+			err = fmt.Errorf("%w: %w", ErrConflict, err)
+		}
+		return "", err
+	}
+	return taskOf(resp), nil
 }
 
-// download fetches an image into dir under its own file name (BMCs read the name).
-func download(ctx context.Context, imageURI, dir string) (*os.File, error) {
+// openImage starts downloading a firmware image: its body, file name (BMCs read it) and size
+// (-1 when the server does not say).
+func openImage(ctx context.Context, imageURI string) (io.ReadCloser, string, int64, error) {
 	u, err := url.Parse(imageURI)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("firmware image %q: only http and https images can be pushed", Redact(imageURI))
+		return nil, "", 0, fmt.Errorf("firmware image %q: only http and https images can be pushed", Redact(imageURI))
 	}
 	name := path.Base(u.Path)
 	if name == "." || name == "/" {
@@ -142,27 +183,15 @@ func download(ctx context.Context, imageURI, dir string) (*os.File, error) {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, imageURI, nil)
 	if err != nil {
-		return nil, err
+		return nil, "", 0, fmt.Errorf("firmware image %s: %s", Redact(imageURI), Redact(err.Error()))
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("downloading firmware image %s: %s", Redact(imageURI), Redact(err.Error()))
+		return nil, "", 0, fmt.Errorf("downloading firmware image %s: %s", Redact(imageURI), Redact(err.Error()))
 	}
-	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("downloading firmware image %s: %s", Redact(imageURI), resp.Status)
+		_ = resp.Body.Close()
+		return nil, "", 0, fmt.Errorf("downloading firmware image %s: %s", Redact(imageURI), resp.Status)
 	}
-	f, err := os.Create(filepath.Join(dir, name))
-	if err != nil {
-		return nil, err
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("downloading firmware image %s: %s", Redact(imageURI), Redact(err.Error()))
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	return f, nil
+	return resp.Body, name, resp.ContentLength, nil
 }

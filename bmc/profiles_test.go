@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -459,11 +461,17 @@ func TestStaleETagIsReadAgainOnEveryProfileWithETags(t *testing.T) {
 	}
 }
 
-// imageServer serves firmware images: any path answers 64 KiB.
+// imageServer serves firmware images: any path answers 64 KiB, with a Content-Length when the
+// path contains "sized" (else chunked).
 func imageServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	img := bytes.Repeat([]byte{0x5a}, 64<<10)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(img) }))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "sized") {
+			w.Header().Set("Content-Length", fmt.Sprint(len(img)))
+		}
+		_, _ = w.Write(img)
+	}))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -495,7 +503,7 @@ func TestFirmwareUpdateOnEveryProfile(t *testing.T) {
 				})
 				return last
 			}
-			uri, err := c.UpdateFirmware(ctx, images.URL+"/fw/U46-v2.90.bin", FirmwareBIOS)
+			uri, err := c.UpdateFirmware(ctx, images.URL+"/sized/U46-v2.90.bin", FirmwareBIOS)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -527,5 +535,79 @@ func TestFirmwareUpdateOnEveryProfile(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// A pushed image is streamed from its server to the BMC: the manager holds neither the image nor
+// the request body in memory (a 128 MiB image allocates far less than its size).
+func TestFirmwarePushStreamsTheImage(t *testing.T) {
+	const size = 128 << 20
+	images := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Length", fmt.Sprint(size))
+		_, _ = io.Copy(w, io.LimitReader(zeros{}, size))
+	}))
+	t.Cleanup(images.Close)
+	s := newSim(t, simulator.Config{Profile: simulator.Profiles["supermicro-x13"], TaskDuration: 100 * time.Millisecond})
+	c := connectTo(t, s, Options{})
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if _, err := c.UpdateFirmware(context.Background(), images.URL+"/U46-v2.91.bin", FirmwareBIOS); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if got := s.Stats().PushedBytes; got != size {
+		t.Fatalf("the BMC received %d bytes, want %d", got, size)
+	}
+	// Everything allocated in the process meanwhile, the simulated BMC's multipart parsing
+	// included: a buffered push allocates the image two or three times over.
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > size/2 {
+		t.Errorf("the push allocated %d MiB for a %d MiB image, want it streamed", alloc>>20, size>>20)
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// A BMC whose session table is full (iDRAC's RAC0218 here) is reported as such on every try, not
+// as an outage (the circuit breaker stays closed: the BMC answers); with Basic authentication it
+// is used without any session.
+func TestSessionLimitIsReportedNotAnOutage(t *testing.T) {
+	p := simulator.Profiles["dell-idrac9"]
+	s := newSim(t, simulator.Config{Profile: p})
+	ctx := context.Background()
+	// A client connected while there was room, whose session then expired while other tools
+	// filled the table: every call says why, none says the BMC is down.
+	c := connectTo(t, s, Options{})
+	if err := c.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.ExpireSessions()
+	s.HoldSessions(p.MaxSessions)
+	for i := range 2 * (Options{}).withDefaults().BreakerThreshold {
+		if err := c.Check(ctx); !errors.Is(err, ErrSessionLimit) {
+			t.Fatalf("call %d with a full session table = %v, want ErrSessionLimit", i+1, err)
+		}
+	}
+	// A new connection meets the same.
+	pool := NewPool(Options{})
+	if _, err := settle(t, pool, target(s)); !errors.Is(err, ErrSessionLimit) {
+		t.Fatalf("connecting with a full session table = %v, want ErrSessionLimit", err)
+	}
+	basic := target(s)
+	basic.BasicAuth = true
+	bc, err := settle(t, pool, basic)
+	if err != nil {
+		t.Fatalf("Basic authentication: %v", err)
+	}
+	if _, err := bc.Inventory(ctx); err != nil {
+		t.Fatalf("inventory with Basic authentication: %v", err)
+	}
+	if n := s.Stats().SessionsCreated; n != 1 {
+		t.Errorf("%d sessions created, want only the first client's", n)
 	}
 }

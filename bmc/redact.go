@@ -46,10 +46,15 @@ var (
 	seedToken = regexp.MustCompile(`[0-9a-fA-F]{64}`)
 	// urlUserinfo matches credentials in URLs (scheme://user:password@host).
 	urlUserinfo = regexp.MustCompile(`(://)[^/@\s"']+@`)
+	// queryCredential matches credentials in query strings: presigned object-store URLs (S3's
+	// X-Amz-Signature and X-Amz-Security-Token, Azure's sig), tokens, passwords.
+	queryCredential = regexp.MustCompile(`(?i)([?&](?:x-amz-signature|x-amz-security-token|x-amz-credential|sig|signature|token|access_token|auth|password|passwd|key|api_key|apikey)=)[^&\s"'#]*`)
 )
 
-// Redact removes secrets a text may carry: seed tokens and credentials in URLs.
+// Redact removes secrets a text may carry: seed tokens, credentials in URLs and in their query
+// strings.
 func Redact(s string) string {
 	s = seedToken.ReplaceAllString(s, "REDACTED")
+	s = queryCredential.ReplaceAllString(s, "${1}REDACTED")
 	return urlUserinfo.ReplaceAllString(s, "${1}REDACTED@")
 }

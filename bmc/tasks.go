@@ -65,7 +65,7 @@ func (c *client) TaskStatus(ctx context.Context, uri string) (*Task, error) {
 		out.Percent = int(*t.PercentComplete)
 	}
 	if len(t.Messages) > 0 {
-		out.Message = t.Messages[len(t.Messages)-1].Message
+		out.Message = Redact(t.Messages[len(t.Messages)-1].Message) // it may echo the image URL
 	}
 	switch t.TaskState {
 	case schemas.CompletedTaskState:

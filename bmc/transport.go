@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,6 +71,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.breaker.allow() {
 		return nil, ErrCircuitOpen
 	}
+	if req.Context().Value(streamKey{}) != nil {
+		return t.stream(req)
+	}
 	var body []byte
 	if req.Body != nil {
 		var err error
@@ -89,8 +93,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		resp, used, err := t.attempt(req, body, !public)
 		t.breaker.record(err == nil && resp.StatusCode < 500)
-		if err == nil && resp.StatusCode == http.StatusUnauthorized && !public && !reauthed {
+		if err == nil && resp.StatusCode == http.StatusUnauthorized && !public && !reauthed && used != "" {
 			// The session expired or the BMC restarted: the request was refused, not executed.
+			// (Not with Basic credentials: sending the same ones again is one more failed login
+			// towards the account's lockout.)
 			drain(resp)
 			t.dropSession(used)
 			reauthed = true
@@ -138,7 +144,7 @@ func (t *transport) attempt(orig *http.Request, body []byte, authorize bool) (*h
 		req.ContentLength = int64(len(body))
 	}
 	used := ""
-	if authorize {
+	if authorize && sameHost(req.URL, t.baseURL) { // never credentials to another host a redirect names
 		used = t.authorize(req)
 	}
 	t.requests.Add(1)
@@ -209,10 +215,11 @@ func (t *transport) ensureSession(ctx context.Context) error {
 		return nil
 	case resp.StatusCode >= 300:
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		if bytes.Contains(body, []byte("SessionLimitExceeded")) {
+		if sessionLimit(body) {
+			t.breaker.record(true) // the BMC answered: a full session table is not an outage
 			return ErrSessionLimit
 		}
-		return fmt.Errorf("creating a Redfish session: HTTP %d", resp.StatusCode)
+		return fmt.Errorf("creating a Redfish session: HTTP %d: %s", resp.StatusCode, Redact(errorMessage(body)))
 	}
 	t.mu.Lock()
 	t.token = resp.Header.Get("X-Auth-Token")
@@ -385,3 +392,60 @@ func (b *breaker) open() bool {
 
 // attemptTimeoutKey carries, in a request's context, a longer bound for its single attempt.
 type attemptTimeoutKey struct{}
+
+// sessionLimit recognises a BMC refusing a login because its session table is full: the DMTF
+// Base registry's SessionLimitExceeded, and iDRAC's own RAC0218 ("The maximum number of user
+// sessions is reached").
+func sessionLimit(body []byte) bool {
+	for _, marker := range []string{"SessionLimitExceeded", "RAC0218", "maximum number of user sessions", "maximum number of sessions"} {
+		if bytes.Contains(bytes.ToLower(body), bytes.ToLower([]byte(marker))) {
+			return true
+		}
+	}
+	return false
+}
+
+// errorMessage is the message of a Redfish error body, or the start of the body.
+func errorMessage(body []byte) string {
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+			Info    []struct {
+				Message string
+			} `json:"@Message.ExtendedInfo"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil {
+		if len(e.Error.Info) > 0 && e.Error.Info[0].Message != "" {
+			return e.Error.Info[0].Message
+		}
+		if e.Error.Message != "" {
+			return e.Error.Message
+		}
+	}
+	if len(body) > 200 {
+		body = body[:200]
+	}
+	return string(bytes.TrimSpace(body))
+}
+
+// sameHost says whether u is on the BMC's own scheme, host and port.
+func sameHost(u *url.URL, baseURL string) bool {
+	b, err := url.Parse(baseURL)
+	return err == nil && u.Scheme == b.Scheme && u.Host == b.Host
+}
+
+// streamKey marks, in a request's context, a request whose body is streamed (a firmware push):
+// it is sent once, as it comes, never read into memory nor resent.
+type streamKey struct{}
+
+// stream sends a streamed request: logged in first, one attempt, no retry (its body cannot be
+// read again), bounded by the context's attempt timeout.
+func (t *transport) stream(req *http.Request) (*http.Response, error) {
+	if err := t.ensureSession(req.Context()); err != nil {
+		return nil, err
+	}
+	resp, _, err := t.attempt(req, nil, true)
+	t.breaker.record(err == nil && resp.StatusCode < 500)
+	return resp, err
+}

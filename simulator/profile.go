@@ -91,6 +91,10 @@ type Profile struct {
 	// MaxSessions: logins beyond this many open sessions are refused (503 SessionLimitExceeded),
 	// as BMCs with small session tables do. 0: no limit.
 	MaxSessions int
+	// SessionLimitIDRAC: a login refused for the session limit answers as iDRAC does
+	// (IDRAC.2.8.RAC0218, "The maximum number of user sessions is reached") instead of the DMTF
+	// Base registry's SessionLimitExceeded.
+	SessionLimitIDRAC bool
 	// SessionsPath is where the session collection lives (the service root's Links.Sessions).
 	// Default /redfish/v1/SessionService/Sessions.
 	SessionsPath string
@@ -135,7 +139,7 @@ var Profiles = map[string]Profile{
 	// while after a power-off (a minute on real iDRACs, 2 s here); a small session table (the
 	// figure is the simulator's: real limits vary by model and firmware).
 	"dell-idrac9": {Name: "dell-idrac9", ETags: true, ActionsRefuseIfMatch: true, Media: "manager", PowerOnRefusedAfterOff: 2 * time.Second,
-		MaxSessions: 8},
+		MaxSessions: 8, SessionLimitIDRAC: true},
 	// Dell iDRAC 10, as far as modelled: the boot override only through the system's settings object.
 	"dell-idrac10": {Name: "dell-idrac10", BootOnlyInSettings: true, ETags: true},
 	// Lenovo XCC, as far as modelled: virtual media under the manager, inserted and ejected by

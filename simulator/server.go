@@ -350,6 +350,10 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	if max := s.cfg.Profile.MaxSessions; max > 0 && len(s.sessions) >= max {
 		s.mu.Unlock()
+		if s.cfg.Profile.SessionLimitIDRAC {
+			writeError(w, http.StatusServiceUnavailable, "IDRAC.2.8.RAC0218", "The maximum number of user sessions is reached.")
+			return
+		}
 		writeError(w, http.StatusServiceUnavailable, "Base.1.8.SessionLimitExceeded",
 			"The session establishment failed due to the number of simultaneous sessions exceeding the limit of the implementation.")
 		return

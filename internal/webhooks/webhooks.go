@@ -91,6 +91,9 @@ func (v *Host) validate(ctx context.Context, h *infrav1.RedfishHost, checkDuplic
 		return nil, apierrors.NewInvalid(infrav1.GroupVersion.WithKind("RedfishHost").GroupKind(), h.Name, errs)
 	}
 	var warnings admission.Warnings
+	if addr, _ := bmc.ParseAddress(h.Spec.BMC.Address); h.Spec.BMC.AuthMethod == infrav1.BMCAuthBasic && strings.HasPrefix(addr.BaseURL, "http://") {
+		warnings = append(warnings, "spec.bmc.authMethod Basic over plain HTTP (redfish+http) sends the BMC password in clear with every request; use it only in a lab")
+	}
 	if v.Reader != nil {
 		sec := &corev1.Secret{}
 		err := v.Reader.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: h.Spec.BMC.CredentialsName}, sec)

@@ -127,3 +127,25 @@ func TestOneServerIsRegisteredOnce(t *testing.T) {
 		}
 	})
 }
+
+func TestBasicAuthOverPlainHTTPIsWarnedAbout(t *testing.T) {
+	for _, tc := range []struct {
+		address string
+		method  infrav1.BMCAuthMethod
+		warn    bool
+	}{
+		{"redfish+http://10.0.0.57", infrav1.BMCAuthBasic, true},
+		{"redfish://10.0.0.57", infrav1.BMCAuthBasic, false},
+		{"redfish+http://10.0.0.57", infrav1.BMCAuthSession, false},
+	} {
+		h := host(tc.address, nil)
+		h.Spec.BMC.AuthMethod = tc.method
+		warnings, err := (&Host{}).ValidateCreate(t.Context(), h)
+		if err != nil {
+			t.Fatalf("%s %s refused: %v", tc.address, tc.method, err)
+		}
+		if got := len(warnings) > 0 && strings.Contains(warnings[0], "in clear"); got != tc.warn {
+			t.Errorf("%s with %s: warnings %v, want a warning: %v", tc.address, tc.method, warnings, tc.warn)
+		}
+	}
+}
