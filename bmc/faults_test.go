@@ -482,3 +482,22 @@ func TestCredentialsNeverFollowARedirectToAnotherHost(t *testing.T) {
 		t.Errorf("the other host received credentials: %q", got)
 	}
 }
+
+// With Basic authentication a refused password is sent once per request, not again: each retry
+// would be one more failed login towards the account's lockout.
+func TestBasicAuthDoesNotResendARefusedPassword(t *testing.T) {
+	s := newSim(t, simulator.Config{})
+	tg := target(s)
+	tg.BasicAuth, tg.Password = true, "not-the-password"
+	c, err := settle(t, NewPool(Options{}), tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := s.Stats().Requests["GET"]
+	if err := c.Check(context.Background()); !errors.Is(err, ErrAuth) {
+		t.Fatalf("Check with a wrong password = %v, want ErrAuth", err)
+	}
+	if n := s.Stats().Requests["GET"] - before; n != 1 {
+		t.Errorf("%d requests carried the wrong password, want 1", n)
+	}
+}
