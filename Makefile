@@ -54,8 +54,8 @@ envtest: ## Build (once) kube-apiserver, etcd and kube-controller-manager for en
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Regenerate deepcopy, CRDs and RBAC.
-	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths="./api/..."
-	$(CONTROLLER_GEN) crd paths="./api/..." output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths="./api/..." paths="./exp/api/..."
+	$(CONTROLLER_GEN) crd paths="./api/..." paths="./exp/api/..." output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths="./..." output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) webhook paths="./internal/webhooks/..." output:webhook:artifacts:config=config/webhook
 	go run ./hack/release -templates

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/logs"
 	logsv1 "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
@@ -28,6 +29,7 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/controllers"
+	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/provider"
 )
 
@@ -52,6 +54,7 @@ type flags struct {
 	clusterCacheBurst       int
 	clusterCacheConcurrency int
 	seedAddr, seedURL       string
+	featureGates            map[string]bool
 }
 
 func main() {
@@ -79,6 +82,7 @@ func main() {
 	fs.StringVar(&f.seedAddr, "seed-bind-address", ":8082", "Address the seed server (bootstrap data for booting hosts) listens on.")
 	fs.StringVar(&f.seedURL, "seed-url", "", "URL hosts reach the seed server at, e.g. http://10.0.0.2:8082 (required: hosts boot from it).")
 	logsv1.AddFlags(logOptions, fs)
+	fs.Var(cliflag.NewMapStringBool(&f.featureGates), "feature-gates", "Experimental features to turn on, as Name=true pairs separated by commas. Known: Maintenance (RedfishMaintenance and RedfishMaintenancePolicy: the typed maintenance handshake).")
 	fs.AddGoFlagSet(flag.CommandLine)
 	pflag.Parse()
 
@@ -102,8 +106,13 @@ func run(ctx context.Context, f flags) error {
 		// claim each other's hosts. Refuse rather than run unsharded.
 		return fmt.Errorf("--watch-filter is not supported: run one manager per namespace set (--namespace) instead, and remove the flag")
 	}
+	for name := range f.featureGates {
+		if name != "Maintenance" {
+			return fmt.Errorf("--feature-gates: unknown feature %q (known: Maintenance)", name)
+		}
+	}
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, expv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return err
 		}
@@ -150,6 +159,7 @@ func run(ctx context.Context, f flags) error {
 		BMCCheckInterval:   f.bmcCheckInterval,
 		OrphanGracePeriod:  f.orphanGracePeriod,
 		RestoreGracePeriod: f.restoreGracePeriod,
+		Maintenance:        f.featureGates["Maintenance"],
 		Controller:         controller.Options{MaxConcurrentReconciles: f.concurrency, UsePriorityQueue: ptr.To(true)},
 		ClusterCache:       cc,
 	}); err != nil {

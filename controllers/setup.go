@@ -14,6 +14,7 @@ import (
 	"github.com/caprf/cluster-api-provider-redfish/controllers/host"
 	"github.com/caprf/cluster-api-provider-redfish/controllers/machine"
 	"github.com/caprf/cluster-api-provider-redfish/controllers/remediation"
+	"github.com/caprf/cluster-api-provider-redfish/exp/controllers/maintenance"
 	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
 )
 
@@ -37,6 +38,8 @@ type Options struct {
 	// OrphanGracePeriod is how long a claimed host's RedfishMachine may be missing before the
 	// host releases the claim (default 2m).
 	OrphanGracePeriod time.Duration
+	// Maintenance turns the experimental maintenance controllers on (feature gate Maintenance).
+	Maintenance bool
 	// RestoreGracePeriod is how long an unclaimed host found powered on is kept out of the pool
 	// for its machine to be recreated (default 2m).
 	RestoreGracePeriod time.Duration
@@ -47,6 +50,9 @@ type Options struct {
 //
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishhosts;redfishmachines;redfishclusters;redfishremediations,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishremediations/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmaintenances;redfishmaintenancepolicies,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmaintenances/status;redfishmaintenancepolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=delete
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishhosts/status;redfishmachines/status;redfishclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmachinetemplates;redfishclustertemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status;machines;machines/status;machinesets;machinedeployments,verbs=get;list;watch
@@ -72,12 +78,20 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	if err := (&machine.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: opts.ClusterCache,
-		Recorder: mgr.GetEventRecorder("redfishmachine-controller"), PollInterval: opts.PollInterval,
+		Recorder: mgr.GetEventRecorder("redfishmachine-controller"), PollInterval: opts.PollInterval, Maintenance: opts.Maintenance,
 	}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 		return err
 	}
 	if err := (&remediation.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), PollInterval: opts.PollInterval}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 		return err
+	}
+	if opts.Maintenance {
+		if err := (&maintenance.Reconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), PollInterval: opts.PollInterval,
+			Recorder: mgr.GetEventRecorder("redfishmaintenance-controller"),
+		}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
+			return err
+		}
 	}
 	return (&cluster.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr, opts.Controller)
 }

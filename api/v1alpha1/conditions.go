@@ -39,6 +39,12 @@ const (
 	ProvisioningReason  = "Provisioning"
 	DeletingReason      = "Deleting"
 
+	// MaintenancePlannedCondition (RedfishMachine): True while maintenances of its host are
+	// announced (status.maintenances lists them); the name KEP-5683 gives the Node condition.
+	MaintenancePlannedCondition = "MaintenancePlanned"
+	MaintenanceAnnouncedReason  = "MaintenanceAnnounced"
+	NoMaintenanceReason         = "NoMaintenance"
+
 	BMCAuthFailedReason  = "AuthenticationFailed"
 	BMCUnreachableReason = "Unreachable"
 	// BMCSessionLimitReason: the BMC refused a new session (its session table is full); free

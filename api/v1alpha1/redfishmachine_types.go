@@ -41,6 +41,57 @@ type RedfishMachineSpec struct {
 	// +optional
 	// +kubebuilder:default=Metadata
 	AutomatedCleaningMode AutomatedCleaningMode `json:"automatedCleaningMode,omitempty"`
+
+	// maintenanceApprovals approve maintenances of the host announced in
+	// status.maintenances, each by name and UID: an approval approves that one maintenance only,
+	// never another (nor one recreated under the same name). The only field of the spec that may
+	// change after creation.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	MaintenanceApprovals []MaintenanceApproval `json:"maintenanceApprovals,omitempty"`
+}
+
+// MaintenanceApproval approves one RedfishMaintenance of the machine's host.
+type MaintenanceApproval struct {
+	// name of the RedfishMaintenance.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+	// uid of the RedfishMaintenance, as announced.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	UID string `json:"uid,omitempty"`
+}
+
+// MaintenanceAnnouncement tells the cluster owner of a maintenance planned for the machine's host.
+type MaintenanceAnnouncement struct {
+	// name of the RedfishMaintenance (same namespace).
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+	// uid to quote in spec.maintenanceApprovals.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	UID string `json:"uid,omitempty"`
+	// reason given by the requestor.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason,omitempty"`
+	// requestor of the maintenance.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Requestor string `json:"requestor,omitempty"`
+	// policy: OwnerApproval (waits for an approval) or Enforced (proceeds without one).
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Policy string `json:"policy,omitempty"`
+	// since when it is announced.
+	// +optional
+	Since metav1.Time `json:"since,omitzero"`
 }
 
 // RedfishMachineInitializationStatus is the CAPI v1beta2 initialization contract.
@@ -74,6 +125,13 @@ type RedfishMachineStatus struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	FailureDomain string `json:"failureDomain,omitempty"`
+
+	// maintenances announced for the claimed host, waiting for approval or under way.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Maintenances []MaintenanceAnnouncement `json:"maintenances,omitempty"`
 
 	// conditions of the machine. Ready is mirrored into the Machine's InfrastructureReady.
 	// +optional

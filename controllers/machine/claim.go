@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/claim"
 	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
 )
@@ -137,10 +138,17 @@ func (r *Reconciler) candidates(ctx context.Context, s *scope, hosts []infrav1.R
 		}
 	}
 	fd := s.machine.Spec.FailureDomain
+	held, err := r.heldForMaintenance(ctx, s.rm.Namespace)
+	if err != nil {
+		return nil, false, err
+	}
 	var reserved, free []*infrav1.RedfishHost
 	releasing := false
 	for i := range hosts {
 		h := &hosts[i]
+		if held[h.Name] {
+			continue // released into a maintenance: never claimed meanwhile
+		}
 		if s.rm.Spec.NodeReuse && owner != nil && r.releasingFor(ctx, h, owner) {
 			releasing = true
 		}
@@ -259,4 +267,24 @@ func (r *Reconciler) failureDomainLabel(ctx context.Context, cluster *clusterv1.
 		return rc.Spec.FailureDomainLabel
 	}
 	return infrav1.FailureDomainLabel
+}
+
+// heldForMaintenance lists the hosts of the namespace a RedfishMaintenance holds (approved and
+// not ended, or failed). Read from the API server: a maintenance that was just approved must
+// win over a claim made a moment later.
+func (r *Reconciler) heldForMaintenance(ctx context.Context, namespace string) (map[string]bool, error) {
+	if !r.Maintenance {
+		return nil, nil
+	}
+	list := &expv1.RedfishMaintenanceList{}
+	if err := r.APIReader.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("listing maintenances: %w", err)
+	}
+	held := map[string]bool{}
+	for _, m := range list.Items {
+		if m.Status.Stage.Holds() {
+			held[m.Spec.HostName] = true
+		}
+	}
+	return held, nil
 }

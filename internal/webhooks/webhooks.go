@@ -20,6 +20,7 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
+	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 )
 
 // Setup registers every webhook of the provider. reader reads Secrets (for warnings only).
@@ -27,7 +28,13 @@ func Setup(mgr ctrl.Manager, reader client.Reader) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.RedfishHost{}).WithValidator(&Host{Reader: reader}).Complete(); err != nil {
 		return err
 	}
-	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.RedfishMachine{}).WithValidator(&Machine{}).Complete(); err != nil {
+	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.RedfishMachine{}).WithValidator(&Machine{Reader: reader}).Complete(); err != nil {
+		return err
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &expv1.RedfishMaintenance{}).WithValidator(&Maintenance{Reader: reader}).Complete(); err != nil {
+		return err
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &expv1.RedfishMaintenancePolicy{}).WithValidator(&MaintenancePolicy{}).Complete(); err != nil {
 		return err
 	}
 	return ctrl.NewWebhookManagedBy(mgr, &infrav1.RedfishMachineTemplate{}).WithValidator(&MachineTemplate{}).Complete()
@@ -161,21 +168,29 @@ func redactedAddress(s string) string {
 // +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-redfishmachine,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=redfishmachines,verbs=create;update,versions=v1alpha1,name=validation.redfishmachine.infrastructure.cluster.x-k8s.io,admissionReviewVersions=v1
 
 // Machine validates RedfishMachines: a valid spec, immutable once created except the providerID
-// the controller sets.
-type Machine struct{}
-
-// ValidateCreate checks the spec.
-func (*Machine) ValidateCreate(_ context.Context, m *infrav1.RedfishMachine) (admission.Warnings, error) {
-	return nil, invalid("RedfishMachine", m.Name, validateSpec(&m.Spec, field.NewPath("spec")))
+// the controller sets and the maintenance approvals of the cluster owner (which must name an
+// existing maintenance by name and UID).
+type Machine struct {
+	Reader client.Reader
 }
 
-// ValidateUpdate refuses changes to the spec other than setting the providerID.
-func (*Machine) ValidateUpdate(_ context.Context, old, m *infrav1.RedfishMachine) (admission.Warnings, error) {
+// ValidateCreate checks the spec.
+func (v *Machine) ValidateCreate(ctx context.Context, m *infrav1.RedfishMachine) (admission.Warnings, error) {
 	errs := validateSpec(&m.Spec, field.NewPath("spec"))
+	errs = append(errs, approvalsExist(ctx, v.Reader, nil, m)...)
+	return nil, invalid("RedfishMachine", m.Name, errs)
+}
+
+// ValidateUpdate refuses changes to the spec other than setting the providerID and approving
+// maintenances.
+func (v *Machine) ValidateUpdate(ctx context.Context, old, m *infrav1.RedfishMachine) (admission.Warnings, error) {
+	errs := validateSpec(&m.Spec, field.NewPath("spec"))
+	errs = append(errs, approvalsExist(ctx, v.Reader, old, m)...)
 	before, after := old.Spec.DeepCopy(), m.Spec.DeepCopy()
 	if before.ProviderID == "" {
 		before.ProviderID = after.ProviderID
 	}
+	before.MaintenanceApprovals = after.MaintenanceApprovals // the cluster owner's answer to announcements
 	if !equality.Semantic.DeepEqual(before, after) {
 		errs = append(errs, field.Forbidden(field.NewPath("spec"), "is immutable once created (only providerID is set, by the controller); change the MachineDeployment's template instead"))
 	}

@@ -71,6 +71,7 @@ var _ = BeforeSuite(func() {
 				ClusterCache:       cc,
 				SeedBaseURL:        seedBaseURL,
 				PollInterval:       500 * time.Millisecond,
+				Maintenance:        true,
 				BMCRetryInterval:   2 * time.Second,
 				BMCCheckInterval:   bmcCheckInterval,
 				OrphanGracePeriod:  orphanGracePeriod,

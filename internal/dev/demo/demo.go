@@ -130,6 +130,7 @@ func Run(ctx context.Context, o Options) (retErr error) {
 				ClusterCache:     cc,
 				SeedBaseURL:      seedURL,
 				PollInterval:     500 * time.Millisecond,
+				Maintenance:      true,
 				BMCRetryInterval: 2 * time.Second,
 				BMC:              bmc.Options{CallTimeout: 20 * time.Second, AttemptTimeout: 5 * time.Second, BreakerCooldown: 5 * time.Second},
 			})

@@ -63,6 +63,7 @@ import (
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/config/crd"
 	webhookconfig "github.com/caprf/cluster-api-provider-redfish/config/webhook"
+	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 )
 
 // starts numbers environments: client-go refuses a second informer name in one process, so each
@@ -108,7 +109,7 @@ func Scheme() *runtime.Scheme {
 	for _, add := range []func(*runtime.Scheme) error{
 		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme,
 		clusterv1.AddToScheme, clusterv1beta1.AddToScheme, addonsv1.AddToScheme, ipamv1.AddToScheme, runtimev1.AddToScheme,
-		infrav1.AddToScheme,
+		infrav1.AddToScheme, expv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(err) // only on programming errors: duplicate registrations

@@ -1,0 +1,574 @@
+// Package maintenance reconciles RedfishMaintenances: the typed handshake that takes one host out
+// of service. Stages move forward only: Pending → Announced (on the RedfishMachine of the host) →
+// Approved (by the owner, by policy, or by CAPI deleting the Machine anyway) → Draining (inside a
+// window and the disruption budget; CAPI drains and deletes the Machine, its MachineSet replaces
+// it elsewhere) → InMaintenance (tasks) → Completed; or Failed (timeout) / Cancelled (deleted).
+// The host controller stays the only one touching the BMC: power is held off through a typed
+// reboot request on the host, merged with every other requestor's.
+package maintenance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/patch"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+)
+
+// Finalizer keeps a deleted maintenance until it withdrew its power hold and its announcement.
+const Finalizer = "redfishmaintenance.infrastructure.cluster.x-k8s.io"
+
+// RequestorPrefix starts the requestor of the reboot request a maintenance holds a host's power
+// off with: "maintenance/<name>".
+const RequestorPrefix = "maintenance/"
+
+// HostIndex indexes RedfishMaintenances by spec.hostName.
+const HostIndex = "caprf.spec.hostName"
+
+// Reasons of the Ready condition of a maintenance.
+const (
+	HostNotFoundReason         = "HostNotFound"
+	WaitingForApprovalReason   = "WaitingForApproval"
+	WaitingForWindowReason     = "WaitingForWindow"
+	WaitingForBudgetReason     = "WaitingForBudget"
+	RolloutInProgressReason    = "MachineDeploymentRollingOut"
+	InvalidPolicyReason        = "InvalidPolicy"
+	DrainingReason             = "Draining"
+	WaitingForCompletionReason = "WaitingForCompletion"
+	CompletedReason            = "Completed"
+	TimedOutReason             = "TimedOut"
+)
+
+// Reconciler reconciles RedfishMaintenances.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads maintenances and hosts where a stale cache would let two maintenances pass
+	// one budget, or leave a request behind.
+	APIReader    client.Reader
+	Recorder     events.EventRecorder
+	PollInterval time.Duration
+	// Now is the clock (tests move it); default time.Now.
+	Now func() time.Time
+
+	// gate serialises the decision to start a maintenance (leave Approved): two maintenances
+	// deciding at once could both see room in one budget.
+	gate sync.Mutex
+}
+
+// SetupWithManager registers the controller and the index it needs.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	if r.PollInterval == 0 {
+		r.PollInterval = 2 * time.Second
+	}
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &expv1.RedfishMaintenance{}, HostIndex, func(o client.Object) []string {
+		return []string{o.(*expv1.RedfishMaintenance).Spec.HostName}
+	}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&expv1.RedfishMaintenance{}).
+		Named("redfishmaintenance").
+		Watches(&infrav1.RedfishHost{}, handler.EnqueueRequestsFromMapFunc(r.maintenancesOfHost)).
+		Watches(&infrav1.RedfishMachine{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			rm := o.(*infrav1.RedfishMachine)
+			if rm.Status.HostRef == "" {
+				return nil
+			}
+			return r.maintenancesOfHost(ctx, &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: rm.Namespace, Name: rm.Status.HostRef}})
+		})).
+		Watches(&expv1.RedfishMaintenancePolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return r.all(ctx, o.GetNamespace())
+		})).
+		WithOptions(opts).
+		Complete(r)
+}
+
+func (r *Reconciler) maintenancesOfHost(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &expv1.RedfishMaintenanceList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{HostIndex: o.GetName()}); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, m := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: m.Namespace, Name: m.Name}})
+	}
+	return out
+}
+
+func (r *Reconciler) all(ctx context.Context, namespace string) []reconcile.Request {
+	list := &expv1.RedfishMaintenanceList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, m := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: m.Namespace, Name: m.Name}})
+	}
+	return out
+}
+
+func requestor(m *expv1.RedfishMaintenance) string { return RequestorPrefix + m.Name }
+
+// Reconcile advances one maintenance.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	m := &expv1.RedfishMaintenance{}
+	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	helper, err := patch.NewHelper(m, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		if err := helper.Patch(ctx, m); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+	if !m.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, m)
+	}
+	if controllerutil.AddFinalizer(m, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	host := &infrav1.RedfishHost{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.HostName}, host); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		if m.Status.Stage == "" || m.Status.Stage == expv1.StagePending {
+			r.enter(m, expv1.StagePending)
+			r.waiting(m, HostNotFoundReason, "RedfishHost %s does not exist in namespace %s", m.Spec.HostName, m.Namespace)
+			return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, nil
+		}
+		host = nil // gone mid-way: nothing left to hold
+	}
+	switch m.Status.Stage {
+	case expv1.StageFailed:
+		return ctrl.Result{}, nil // the host stays held (power included) until the maintenance is deleted
+	case expv1.StageCompleted, expv1.StageCancelled:
+		return ctrl.Result{}, r.withdraw(ctx, m, host)
+	}
+	if r.timedOut(m) {
+		return ctrl.Result{}, nil
+	}
+	return r.advance(ctx, m, host)
+}
+
+// advance moves the maintenance as far forward as it can go now.
+func (r *Reconciler) advance(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost) (ctrl.Result, error) {
+	if host == nil {
+		r.enter(m, expv1.StageCancelled)
+		r.event(m, "Cancelled", "the host %s was deleted", m.Spec.HostName)
+		return ctrl.Result{}, nil
+	}
+	rm, machine, err := r.consumer(ctx, host)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	switch m.Status.Stage {
+	case "", expv1.StagePending:
+		r.enter(m, expv1.StagePending)
+		if rm == nil {
+			return r.approve(m, "Unclaimed", "nothing runs on host %s", host.Name), nil
+		}
+		if machine != nil {
+			m.Status.Machine = machine.Name
+		}
+		if err := r.announce(ctx, m, rm, true); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.enter(m, expv1.StageAnnounced)
+		r.event(m, "Announced", "announced on RedfishMachine %s (Machine %s)", rm.Name, m.Status.Machine)
+		fallthrough
+	case expv1.StageAnnounced:
+		switch {
+		case rm == nil:
+			return r.approve(m, "Unclaimed", "host %s was released", host.Name), nil
+		case m.Spec.Policy == expv1.Enforced:
+			return r.approve(m, "Policy", "policy Enforced"), nil
+		case approved(rm, m):
+			return r.approve(m, "Owner", "approved on RedfishMachine %s", rm.Name), nil
+		case machine == nil || !machine.DeletionTimestamp.IsZero():
+			return r.approve(m, "MachineDeleted", "CAPI is deleting Machine %s anyway", m.Status.Machine), nil
+		}
+		if err := r.announce(ctx, m, rm, true); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.waiting(m, WaitingForApprovalReason, "Waiting for the owner of Machine %s to approve on RedfishMachine %s (spec.maintenanceApprovals: name %s, uid %s)", m.Status.Machine, rm.Name, m.Name, m.UID)
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	case expv1.StageApproved:
+		return r.start(ctx, m, host, rm, machine)
+	case expv1.StageDraining:
+		return r.drain(ctx, m, host, rm, machine)
+	case expv1.StageInMaintenance:
+		return r.work(ctx, m, host)
+	}
+	return ctrl.Result{}, nil
+}
+
+// approve records how the maintenance was approved; it starts at the next reconcile.
+func (r *Reconciler) approve(m *expv1.RedfishMaintenance, by, format string, args ...any) ctrl.Result {
+	m.Status.ApprovedBy = by
+	r.enter(m, expv1.StageApproved)
+	r.event(m, "Approved", format, args...)
+	return ctrl.Result{RequeueAfter: time.Millisecond}
+}
+
+// start passes the gate (windows, budget, rollouts) and has CAPI drain the Machine.
+func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, rm *infrav1.RedfishMachine, machine *clusterv1.Machine) (ctrl.Result, error) {
+	if machine != nil && machine.DeletionTimestamp.IsZero() && m.Spec.Policy != expv1.Enforced {
+		if md, rolling, err := r.rollingOut(ctx, machine); err != nil {
+			return ctrl.Result{}, err
+		} else if rolling {
+			r.waiting(m, RolloutInProgressReason, "MachineDeployment %s is rolling out; an OwnerApproval maintenance waits until it is done", md)
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
+	}
+	r.gate.Lock()
+	defer r.gate.Unlock()
+	ok, reason, msg, after, err := r.gateOpen(ctx, m, host)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !ok {
+		r.waiting(m, reason, "%s", msg)
+		return ctrl.Result{RequeueAfter: after}, nil
+	}
+	// Past the gate: recorded before anything is deleted, and written now (not at the end of the
+	// reconcile) so the next gate decision counts this host.
+	r.enter(m, expv1.StageDraining)
+	r.waiting(m, DrainingReason, "Waiting for CAPI to drain and delete Machine %s", m.Status.Machine)
+	if err := r.Client.Status().Update(ctx, m); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.event(m, "Draining", "started within the budget; CAPI drains Machine %s", m.Status.Machine)
+	return r.drain(ctx, m, host, rm, machine)
+}
+
+// drain deletes the Machine on the host (CAPI cordons and drains the Node, honouring
+// PodDisruptionBudgets and MachineDrainRules, and its MachineSet creates a replacement) and waits
+// until the host is released and cleaned.
+func (r *Reconciler) drain(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, rm *infrav1.RedfishMachine, machine *clusterv1.Machine) (ctrl.Result, error) {
+	if rm != nil {
+		if err := r.announce(ctx, m, rm, true); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if machine != nil && machine.DeletionTimestamp.IsZero() {
+		if err := r.Client.Delete(ctx, machine); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, err
+		}
+		r.event(m, "MachineDeleted", "deleted Machine %s so CAPI drains it and its MachineSet replaces it", machine.Name)
+	}
+	if host.Status.Claim != nil || host.Status.State != infrav1.HostStateAvailable {
+		r.waiting(m, DrainingReason, "Waiting for Machine %s to be drained and host %s released (host %s)", m.Status.Machine, host.Name, host.Status.State)
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
+	r.enter(m, expv1.StageInMaintenance)
+	r.event(m, "InMaintenance", "host %s is out of service", host.Name)
+	return r.work(ctx, m, host)
+}
+
+// work runs the tasks: powerOffAndHold holds the host off until a person sets spec.complete.
+func (r *Reconciler) work(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost) (ctrl.Result, error) {
+	hold := slices.ContainsFunc(m.Spec.Tasks, func(t expv1.MaintenanceTask) bool { return t.PowerOffAndHold != nil })
+	if hold && !m.Spec.Complete {
+		if err := r.setHold(ctx, host, m, true); err != nil {
+			return retryOnConflict(err)
+		}
+		power := host.Status.PowerState
+		r.waiting(m, WaitingForCompletionReason, "Host %s is held powered off (now %s) until spec.complete is set", host.Name, power)
+		return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, nil
+	}
+	if err := r.setHold(ctx, host, m, false); err != nil {
+		return retryOnConflict(err)
+	}
+	r.enter(m, expv1.StageCompleted)
+	conditions.Set(m, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: CompletedReason, Message: "Host " + host.Name + " is back in service"})
+	r.event(m, "Completed", "host %s is back in service", host.Name)
+	return ctrl.Result{}, nil
+}
+
+// timedOut fails a maintenance that outlived spec.timeout after approval; its host stays held.
+func (r *Reconciler) timedOut(m *expv1.RedfishMaintenance) bool {
+	if m.Spec.Timeout == nil || !m.Status.Stage.Holds() {
+		return false
+	}
+	since := stageTime(m, expv1.StageApproved)
+	if since == nil || r.Now().Before(since.Add(m.Spec.Timeout.Duration)) {
+		return false
+	}
+	stage := m.Status.Stage
+	r.enter(m, expv1.StageFailed)
+	conditions.Set(m, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: TimedOutReason,
+		Message: fmt.Sprintf("Not completed within %s of approval (was %s); host %s stays out of service until this maintenance is deleted", m.Spec.Timeout.Duration, stage, m.Spec.HostName)})
+	r.event(m, "Failed", "timed out in stage %s", stage)
+	return true
+}
+
+// reconcileDelete withdraws the power hold and the announcement, then lets the object go.
+func (r *Reconciler) reconcileDelete(ctx context.Context, m *expv1.RedfishMaintenance) (ctrl.Result, error) {
+	host := &infrav1.RedfishHost{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.HostName}, host); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		host = nil
+	}
+	if m.Status.Stage.Active() && m.Status.Stage != "" {
+		r.event(m, "Cancelled", "deleted in stage %s", m.Status.Stage)
+	}
+	if err := r.withdraw(ctx, m, host); err != nil {
+		return retryOnConflict(err)
+	}
+	controllerutil.RemoveFinalizer(m, Finalizer)
+	return ctrl.Result{}, nil
+}
+
+// withdraw removes what an ended maintenance put elsewhere: its power hold and announcement.
+func (r *Reconciler) withdraw(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost) error {
+	if host == nil {
+		return nil
+	}
+	if err := r.setHold(ctx, host, m, false); err != nil {
+		return err
+	}
+	if c := host.Status.Claim; c != nil {
+		rm := &infrav1.RedfishMachine{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: host.Namespace, Name: c.Consumer.Name}, rm); err == nil {
+			return r.announce(ctx, m, rm, false)
+		}
+	}
+	return nil
+}
+
+// consumer returns the RedfishMachine that claims the host and its CAPI Machine (nil when none).
+func (r *Reconciler) consumer(ctx context.Context, host *infrav1.RedfishHost) (*infrav1.RedfishMachine, *clusterv1.Machine, error) {
+	c := host.Status.Claim
+	if c == nil {
+		return nil, nil, nil
+	}
+	rm := &infrav1.RedfishMachine{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: host.Namespace, Name: c.Consumer.Name}, rm); err != nil {
+		return nil, nil, client.IgnoreNotFound(err)
+	}
+	for _, ref := range rm.OwnerReferences {
+		if ref.Kind != "Machine" {
+			continue
+		}
+		machine := &clusterv1.Machine{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: rm.Namespace, Name: ref.Name}, machine); err != nil {
+			return rm, nil, client.IgnoreNotFound(err)
+		}
+		return rm, machine, nil
+	}
+	return rm, nil, nil
+}
+
+// approved says whether the RedfishMachine approves exactly this maintenance (name and UID).
+func approved(rm *infrav1.RedfishMachine, m *expv1.RedfishMaintenance) bool {
+	return slices.ContainsFunc(rm.Spec.MaintenanceApprovals, func(a infrav1.MaintenanceApproval) bool {
+		return a.Name == m.Name && a.UID == string(m.UID)
+	})
+}
+
+// announce adds (or removes) the maintenance in the RedfishMachine's status.maintenances, and
+// keeps its MaintenancePlanned condition in line.
+func (r *Reconciler) announce(ctx context.Context, m *expv1.RedfishMaintenance, rm *infrav1.RedfishMachine, want bool) error {
+	idx := slices.IndexFunc(rm.Status.Maintenances, func(a infrav1.MaintenanceAnnouncement) bool { return a.Name == m.Name })
+	if (idx >= 0) == want && (idx < 0 || rm.Status.Maintenances[idx].UID == string(m.UID)) {
+		return nil
+	}
+	before := rm.DeepCopy()
+	if idx >= 0 {
+		rm.Status.Maintenances = slices.Delete(rm.Status.Maintenances, idx, idx+1)
+	}
+	if want {
+		since := metav1.NewTime(r.Now())
+		if t := stageTime(m, expv1.StageAnnounced); t != nil {
+			since = *t
+		}
+		rm.Status.Maintenances = append(rm.Status.Maintenances, infrav1.MaintenanceAnnouncement{
+			Name: m.Name, UID: string(m.UID), Reason: m.Spec.Reason, Requestor: m.Spec.Requestor, Policy: string(m.Spec.Policy), Since: since,
+		})
+	}
+	c := metav1.Condition{Type: infrav1.MaintenancePlannedCondition, Status: metav1.ConditionFalse, Reason: infrav1.NoMaintenanceReason}
+	if n := len(rm.Status.Maintenances); n > 0 {
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, infrav1.MaintenanceAnnouncedReason, fmt.Sprintf("%d maintenance(s) of the host announced: see status.maintenances", n)
+	}
+	conditions.Set(rm, c)
+	return r.Client.Status().Patch(ctx, rm, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+}
+
+// setHold adds or removes the maintenance's reboot request on the host: power stays off while any
+// requestor holds one.
+func (r *Reconciler) setHold(ctx context.Context, h *infrav1.RedfishHost, m *expv1.RedfishMaintenance, want bool) error {
+	idx := slices.IndexFunc(h.Spec.RebootRequests, func(q infrav1.RebootRequest) bool { return q.Requestor == requestor(m) })
+	if (idx >= 0) == want {
+		return nil
+	}
+	before := h.DeepCopy()
+	if want {
+		h.Spec.RebootRequests = append(h.Spec.RebootRequests, infrav1.RebootRequest{Requestor: requestor(m), Mode: infrav1.RebootModeHard})
+	} else {
+		h.Spec.RebootRequests = slices.Delete(h.Spec.RebootRequests, idx, idx+1)
+	}
+	if err := r.Client.Patch(ctx, h, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	if want {
+		r.event(m, "PowerHeld", "host %s held powered off", h.Name)
+	}
+	return nil
+}
+
+// rollingOut says whether the Machine's MachineDeployment is mid-rollout.
+func (r *Reconciler) rollingOut(ctx context.Context, machine *clusterv1.Machine) (string, bool, error) {
+	name := machine.Labels[clusterv1.MachineDeploymentNameLabel]
+	if name == "" {
+		return "", false, nil
+	}
+	md := &clusterv1.MachineDeployment{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: machine.Namespace, Name: name}, md); err != nil {
+		return name, false, client.IgnoreNotFound(err)
+	}
+	want := int32(0)
+	if md.Spec.Replicas != nil {
+		want = *md.Spec.Replicas
+	}
+	upToDate, replicas := int32(0), int32(0)
+	if md.Status.UpToDateReplicas != nil {
+		upToDate = *md.Status.UpToDateReplicas
+	}
+	if md.Status.Replicas != nil {
+		replicas = *md.Status.Replicas
+	}
+	return name, upToDate < want || replicas > want, nil
+}
+
+// gateOpen checks every policy selecting the host: a window open, room in the budget, and no
+// higher-ranked maintenance waiting for the same budget. Read from the API server: the cache
+// could miss a maintenance that just started.
+func (r *Reconciler) gateOpen(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost) (bool, string, string, time.Duration, error) {
+	policies := &expv1.RedfishMaintenancePolicyList{}
+	if err := r.APIReader.List(ctx, policies, client.InNamespace(m.Namespace)); err != nil {
+		return false, "", "", 0, err
+	}
+	hosts := &infrav1.RedfishHostList{}
+	if err := r.APIReader.List(ctx, hosts, client.InNamespace(m.Namespace)); err != nil {
+		return false, "", "", 0, err
+	}
+	ms := &expv1.RedfishMaintenanceList{}
+	if err := r.APIReader.List(ctx, ms, client.InNamespace(m.Namespace)); err != nil {
+		return false, "", "", 0, err
+	}
+	now := r.Now()
+	for i := range policies.Items {
+		p := &policies.Items[i]
+		b, names, err := budgetOf(p, hosts.Items, ms.Items, m.Name)
+		if err != nil {
+			return false, InvalidPolicyReason, fmt.Sprintf("RedfishMaintenancePolicy %s: %v", p.Name, err), 10 * r.PollInterval, nil
+		}
+		if !slices.Contains(names, host.Name) {
+			continue
+		}
+		open, next, err := windowState(p.Spec.Windows, now)
+		if err != nil {
+			return false, InvalidPolicyReason, fmt.Sprintf("RedfishMaintenancePolicy %s: %v", p.Name, err), 10 * r.PollInterval, nil
+		}
+		if !open {
+			return false, WaitingForWindowReason, fmt.Sprintf("RedfishMaintenancePolicy %s: the next window opens at %s", p.Name, next.UTC().Format(time.RFC3339)),
+				min(max(next.Sub(now), time.Second), 10*r.PollInterval), nil
+		}
+		if ok, why := b.allows(!conditions.IsTrue(host, infrav1.ReadyCondition)); !ok {
+			return false, WaitingForBudgetReason, fmt.Sprintf("RedfishMaintenancePolicy %s: %s", p.Name, why), r.PollInterval, nil
+		}
+		if first := firstWaiting(ms.Items, names); first != nil && first.Name != m.Name {
+			return false, WaitingForBudgetReason, fmt.Sprintf("RedfishMaintenancePolicy %s: maintenance %s (priority %d) goes first", p.Name, first.Name, first.Spec.Priority), r.PollInterval, nil
+		}
+	}
+	return true, "", "", 0, nil
+}
+
+// firstWaiting is the approved maintenance of those hosts that starts first: highest priority,
+// then oldest, then by name.
+func firstWaiting(ms []expv1.RedfishMaintenance, hosts []string) *expv1.RedfishMaintenance {
+	var waiting []*expv1.RedfishMaintenance
+	for i := range ms {
+		if ms[i].Status.Stage == expv1.StageApproved && ms[i].DeletionTimestamp.IsZero() && slices.Contains(hosts, ms[i].Spec.HostName) {
+			waiting = append(waiting, &ms[i])
+		}
+	}
+	sort.Slice(waiting, func(i, j int) bool {
+		a, b := waiting[i], waiting[j]
+		if a.Spec.Priority != b.Spec.Priority {
+			return a.Spec.Priority > b.Spec.Priority
+		}
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return a.Name < b.Name
+	})
+	if len(waiting) == 0 {
+		return nil
+	}
+	return waiting[0]
+}
+
+// enter moves to a stage (forward only) and records when.
+func (r *Reconciler) enter(m *expv1.RedfishMaintenance, s expv1.MaintenanceStage) {
+	if m.Status.Stage == s {
+		return
+	}
+	m.Status.Stage = s
+	m.Status.Stages = append(m.Status.Stages, expv1.StageTime{Stage: s, Time: metav1.NewTime(r.Now())})
+}
+
+func stageTime(m *expv1.RedfishMaintenance, s expv1.MaintenanceStage) *metav1.Time {
+	for _, st := range m.Status.Stages {
+		if st.Stage == s {
+			return &st.Time
+		}
+	}
+	return nil
+}
+
+func (r *Reconciler) waiting(m *expv1.RedfishMaintenance, reason, format string, args ...any) {
+	conditions.Set(m, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: reason, Message: fmt.Sprintf(format, args...)})
+}
+
+func (r *Reconciler) event(m *expv1.RedfishMaintenance, reason, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(m, nil, "Normal", reason, "Maintenance", format, args...)
+	}
+}
+
+// retryOnConflict turns a conflict (the object changed since it was read) into a prompt retry.
+func retryOnConflict(err error) (ctrl.Result, error) {
+	if apierrors.IsConflict(err) {
+		return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
+	}
+	return ctrl.Result{}, err
+}

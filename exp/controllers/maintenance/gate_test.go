@@ -1,0 +1,97 @@
+package maintenance
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+)
+
+func TestWindowsOpenOnlyInsideTheirPeriodInTheirTimeZone(t *testing.T) {
+	// Weeknights 22:00-02:00 in Berlin (UTC+1 in January).
+	w := []expv1.MaintenanceWindow{{Start: "0 22 * * 1-5", Duration: metav1.Duration{Duration: 4 * time.Hour}, TimeZone: "Europe/Berlin"}}
+	for _, tc := range []struct {
+		at       string // UTC
+		open     bool
+		nextOpen string // UTC, when closed
+	}{
+		{at: "2027-01-05T20:59:00Z", open: false, nextOpen: "2027-01-05T21:00:00Z"}, // Tuesday 21:59 Berlin
+		{at: "2027-01-05T21:00:00Z", open: true},                                    // 22:00 Berlin
+		{at: "2027-01-06T00:59:00Z", open: true},                                    // 01:59 Berlin, the next day
+		{at: "2027-01-06T01:00:00Z", open: false, nextOpen: "2027-01-06T21:00:00Z"}, // 02:00 Berlin: closed
+		{at: "2027-01-09T12:00:00Z", open: false, nextOpen: "2027-01-11T21:00:00Z"}, // Saturday: Monday night next
+	} {
+		now, _ := time.Parse(time.RFC3339, tc.at)
+		open, next, err := windowState(w, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if open != tc.open {
+			t.Errorf("at %s open = %v, want %v", tc.at, open, tc.open)
+		}
+		if !tc.open && next.UTC().Format(time.RFC3339) != tc.nextOpen {
+			t.Errorf("at %s next window %s, want %s", tc.at, next.UTC().Format(time.RFC3339), tc.nextOpen)
+		}
+	}
+	if open, _, err := windowState(nil, time.Now()); !open || err != nil {
+		t.Errorf("no windows: open %v, %v; want always open", open, err)
+	}
+	if _, _, err := windowState([]expv1.MaintenanceWindow{{Start: "61 * * * *", Duration: metav1.Duration{Duration: time.Hour}}}, time.Now()); err == nil {
+		t.Error("a bad cron schedule was read")
+	}
+}
+
+func TestBudgetCountsHostsUnavailableForAnyReason(t *testing.T) {
+	host := func(name string, ready bool, lbl string) infrav1.RedfishHost {
+		h := infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"rack": lbl}}}
+		status := metav1.ConditionFalse
+		if ready {
+			status = metav1.ConditionTrue
+		}
+		h.Status.Conditions = []metav1.Condition{{Type: infrav1.ReadyCondition, Status: status}}
+		return h
+	}
+	hosts := []infrav1.RedfishHost{host("a", true, "r1"), host("b", false, "r1"), host("c", true, "r1"), host("d", true, "r1"), host("e", true, "r2")}
+	ms := []expv1.RedfishMaintenance{
+		{ObjectMeta: metav1.ObjectMeta{Name: "m-c"}, Spec: expv1.RedfishMaintenanceSpec{HostName: "c"}, Status: expv1.RedfishMaintenanceStatus{Stage: expv1.StageInMaintenance}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "m-d"}, Spec: expv1.RedfishMaintenanceSpec{HostName: "d"}, Status: expv1.RedfishMaintenanceStatus{Stage: expv1.StageApproved}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "m-e"}, Spec: expv1.RedfishMaintenanceSpec{HostName: "e"}, Status: expv1.RedfishMaintenanceStatus{Stage: expv1.StageDraining}},
+	}
+	two := intstr.FromInt32(2)
+	p := &expv1.RedfishMaintenancePolicy{Spec: expv1.RedfishMaintenancePolicySpec{
+		HostSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"rack": "r1"}}, MaxUnavailable: &two}}
+	b, names, err := budgetOf(p, hosts, ms, "m-d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// r1: a, b (not Ready), c (in maintenance), d (approved, waiting: not counted).
+	if len(names) != 4 || b.unavailable != 2 || b.inMaintenance != 1 {
+		t.Fatalf("budget %+v over %v, want 4 hosts, 2 unavailable, 1 in maintenance", b, names)
+	}
+	if ok, why := b.allows(false); ok {
+		t.Errorf("a third unavailable host allowed under maxUnavailable 2")
+	} else if why == "" {
+		t.Error("no reason given")
+	}
+	if ok, _ := b.allows(true); !ok {
+		t.Error("a host that is already unavailable changes nothing, but was refused")
+	}
+	pct := intstr.FromString("10%") // of 4 hosts: 0.4, at least 1
+	p.Spec.MaxUnavailable, p.Spec.HostSelector = &pct, nil
+	if b, _, _ := budgetOf(p, hosts, nil, ""); b.maxUnavailable != 1 || b.maxParallel != -1 {
+		t.Errorf("10%% of %d hosts gives maxUnavailable %d (maxParallel %d), want 1 (no limit)", b.hosts, b.maxUnavailable, b.maxParallel)
+	}
+	one := intstr.FromInt32(1)
+	five := intstr.FromInt32(5)
+	p.Spec.MaxUnavailable, p.Spec.MaxParallel = &five, &one
+	b, _, _ = budgetOf(p, hosts, ms, "")
+	if ok, why := b.allows(false); ok {
+		t.Errorf("maxParallel 1 with two hosts in maintenance allowed a third (%+v)", b)
+	} else if why == "" {
+		t.Error("no reason given")
+	}
+}

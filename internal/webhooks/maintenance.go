@@ -1,0 +1,165 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/exp/controllers/maintenance"
+)
+
+// +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-redfishmaintenance,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=redfishmaintenances,verbs=create;update,versions=v1alpha1,name=validation.redfishmaintenance.infrastructure.cluster.x-k8s.io,admissionReviewVersions=v1
+
+// Maintenance validates RedfishMaintenances: well-formed tasks, a positive timeout, and the
+// host, policy and mode fixed once created. A host that does not exist yet is a warning (GitOps
+// tools may apply the maintenance first); the maintenance waits with HostNotFound.
+type Maintenance struct {
+	Reader client.Reader
+}
+
+// ValidateCreate checks the spec.
+func (v *Maintenance) ValidateCreate(ctx context.Context, m *expv1.RedfishMaintenance) (admission.Warnings, error) {
+	if err := invalidExp("RedfishMaintenance", m.Name, validateMaintenance(m)); err != nil {
+		return nil, err
+	}
+	var warnings admission.Warnings
+	if v.Reader != nil {
+		err := v.Reader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.HostName}, &infrav1.RedfishHost{})
+		if apierrors.IsNotFound(err) {
+			warnings = append(warnings, fmt.Sprintf("RedfishHost %s does not exist in namespace %s; the maintenance waits (HostNotFound) until it does", m.Spec.HostName, m.Namespace))
+		}
+	}
+	return warnings, nil
+}
+
+// ValidateUpdate checks the spec and refuses to change what the handshake was agreed on.
+func (v *Maintenance) ValidateUpdate(_ context.Context, old, m *expv1.RedfishMaintenance) (admission.Warnings, error) {
+	errs := validateMaintenance(m)
+	spec := field.NewPath("spec")
+	if old.Spec.HostName != m.Spec.HostName {
+		errs = append(errs, field.Forbidden(spec.Child("hostName"), "is immutable: create another maintenance for another host"))
+	}
+	if old.Spec.Policy != m.Spec.Policy {
+		errs = append(errs, field.Forbidden(spec.Child("policy"), "is immutable: an approval was given (or not) for this policy"))
+	}
+	if old.Spec.Mode != m.Spec.Mode {
+		errs = append(errs, field.Forbidden(spec.Child("mode"), "is immutable"))
+	}
+	return nil, invalidExp("RedfishMaintenance", m.Name, errs)
+}
+
+// ValidateDelete allows every delete (a deleted maintenance is cancelled).
+func (v *Maintenance) ValidateDelete(context.Context, *expv1.RedfishMaintenance) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func validateMaintenance(m *expv1.RedfishMaintenance) field.ErrorList {
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	for i, t := range m.Spec.Tasks {
+		if t.PowerOffAndHold == nil {
+			errs = append(errs, field.Required(spec.Child("tasks").Index(i), "set exactly one task (powerOffAndHold)"))
+		}
+	}
+	if m.Spec.Timeout != nil && m.Spec.Timeout.Duration <= 0 {
+		errs = append(errs, field.Invalid(spec.Child("timeout"), m.Spec.Timeout.Duration.String(), "must be positive (leave it out for no timeout)"))
+	}
+	return errs
+}
+
+// +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-redfishmaintenancepolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=redfishmaintenancepolicies,verbs=create;update,versions=v1alpha1,name=validation.redfishmaintenancepolicy.infrastructure.cluster.x-k8s.io,admissionReviewVersions=v1
+
+// MaintenancePolicy validates RedfishMaintenancePolicies: readable windows, and budgets that let
+// a maintenance start at all.
+type MaintenancePolicy struct{}
+
+// ValidateCreate checks the spec.
+func (*MaintenancePolicy) ValidateCreate(_ context.Context, p *expv1.RedfishMaintenancePolicy) (admission.Warnings, error) {
+	return nil, invalidExp("RedfishMaintenancePolicy", p.Name, validatePolicy(p))
+}
+
+// ValidateUpdate checks the spec.
+func (*MaintenancePolicy) ValidateUpdate(_ context.Context, _, p *expv1.RedfishMaintenancePolicy) (admission.Warnings, error) {
+	return nil, invalidExp("RedfishMaintenancePolicy", p.Name, validatePolicy(p))
+}
+
+// ValidateDelete allows every delete.
+func (*MaintenancePolicy) ValidateDelete(context.Context, *expv1.RedfishMaintenancePolicy) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func validatePolicy(p *expv1.RedfishMaintenancePolicy) field.ErrorList {
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	for i, w := range p.Spec.Windows {
+		path := spec.Child("windows").Index(i)
+		if _, _, err := maintenance.ParseWindow(w); err != nil {
+			f := "start"
+			if strings.HasPrefix(err.Error(), "timeZone") {
+				f = "timeZone"
+			}
+			errs = append(errs, field.Invalid(path.Child(f), map[string]string{"start": w.Start, "timeZone": w.TimeZone}[f], err.Error()))
+		}
+		if w.Duration.Duration <= 0 {
+			errs = append(errs, field.Invalid(path.Child("duration"), w.Duration.Duration.String(), "must be positive"))
+		}
+	}
+	for name, v := range map[string]*intstr.IntOrString{"maxUnavailable": p.Spec.MaxUnavailable, "maxParallel": p.Spec.MaxParallel} {
+		if v == nil {
+			continue
+		}
+		if n, err := intstr.GetScaledValueFromIntOrPercent(v, 100, false); err != nil || n < 0 {
+			errs = append(errs, field.Invalid(spec.Child(name), v.String(), "must be a non-negative integer or a percentage such as 10%"))
+		} else if n == 0 {
+			errs = append(errs, field.Invalid(spec.Child(name), v.String(), "0 lets no maintenance ever start on the selected hosts; use at least 1 (or 1%), or delete the maintenances instead"))
+		}
+	}
+	return errs
+}
+
+// approvalsExist refuses an approval, newly added to a RedfishMachine, of a maintenance that does
+// not exist (by name and UID) in its namespace.
+func approvalsExist(ctx context.Context, reader client.Reader, old, m *infrav1.RedfishMachine) field.ErrorList {
+	var errs field.ErrorList
+	if reader == nil {
+		return nil
+	}
+	for i, a := range m.Spec.MaintenanceApprovals {
+		already := false
+		if old != nil {
+			for _, o := range old.Spec.MaintenanceApprovals {
+				already = already || o == a
+			}
+		}
+		if already {
+			continue
+		}
+		path := field.NewPath("spec", "maintenanceApprovals").Index(i)
+		got := &expv1.RedfishMaintenance{}
+		err := reader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: a.Name}, got)
+		switch {
+		case apierrors.IsNotFound(err):
+			errs = append(errs, field.Invalid(path.Child("name"), a.Name, fmt.Sprintf("no RedfishMaintenance %s in namespace %s: approve what status.maintenances announces", a.Name, m.Namespace)))
+		case err != nil:
+			errs = append(errs, field.InternalError(path, err))
+		case string(got.UID) != a.UID:
+			errs = append(errs, field.Invalid(path.Child("uid"), a.UID, fmt.Sprintf("RedfishMaintenance %s has uid %s: this approval is for another maintenance (one deleted and recreated under the same name is not approved)", a.Name, got.UID)))
+		}
+	}
+	return errs
+}
+
+func invalidExp(kind, name string, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(expv1.GroupVersion.WithKind(kind).GroupKind(), name, errs)
+}

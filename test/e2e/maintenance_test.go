@@ -1,0 +1,339 @@
+package e2e
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/exp/controllers/maintenance"
+)
+
+func (b *bed) maintenance(name, host string, policy expv1.MaintenancePolicy, tasks ...expv1.MaintenanceTask) *expv1.RedfishMaintenance {
+	GinkgoHelper()
+	m := &expv1.RedfishMaintenance{
+		ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: name},
+		Spec: expv1.RedfishMaintenanceSpec{HostName: host, Reason: "replace a failing DIMM", Requestor: "fleet-ops",
+			Policy: policy, Tasks: tasks},
+	}
+	Expect(env.Create(ctx, m)).To(Succeed())
+	return m
+}
+
+func (b *bed) maintenanceNamed(name string) *expv1.RedfishMaintenance {
+	GinkgoHelper()
+	m := &expv1.RedfishMaintenance{}
+	Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: name}, m)).To(Succeed())
+	return m
+}
+
+func (b *bed) waitStage(name string, stage expv1.MaintenanceStage) *expv1.RedfishMaintenance {
+	GinkgoHelper()
+	var m *expv1.RedfishMaintenance
+	Eventually(func(g Gomega) {
+		m = &expv1.RedfishMaintenance{}
+		g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: name}, m)).To(Succeed())
+		g.Expect(m.Status.Stage).To(Equal(stage), func() string { return "maintenance " + name + ": " + describeMaintenance(m) + "\n" + b.dump() })
+	}, 2*time.Minute).Should(Succeed())
+	return m
+}
+
+func describeMaintenance(m *expv1.RedfishMaintenance) string {
+	c := conditions.Get(m, infrav1.ReadyCondition)
+	if c == nil {
+		return string(m.Status.Stage)
+	}
+	return string(m.Status.Stage) + " " + c.Reason + ": " + c.Message
+}
+
+var holdPower = expv1.MaintenanceTask{PowerOffAndHold: &expv1.PowerOffAndHold{}}
+
+var _ = Describe("The maintenance handshake", func() {
+	It("waits for the owner's approval of this very maintenance, then CAPI drains and replaces the Machine elsewhere and the host returns to the pool", Label("maintenance-approval"), func() {
+		b := newBed("mapprove", 4, nil)
+		b.waitHostsAvailable(4)
+		b.createCluster("mapprove")
+		b.controlPlane()
+		b.template("workers", infrav1.RedfishMachineSpec{})
+		b.machineDeployment("workers", "workers", 1)
+		b.waitRunning("workers", 1)
+		machine := b.machines("workers")[0]
+		host := b.hostOf(machine)
+
+		m := b.maintenance("dimm-swap", host, expv1.OwnerApproval)
+		By("the maintenance being announced on the RedfishMachine, with what to quote to approve it")
+		rm := &infrav1.RedfishMachine{}
+		Eventually(func(g Gomega) {
+			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: machine.Spec.InfrastructureRef.Name}, rm)).To(Succeed())
+			g.Expect(rm.Status.Maintenances).To(ConsistOf(And(HaveField("Name", "dimm-swap"), HaveField("UID", string(m.UID)),
+				HaveField("Reason", "replace a failing DIMM"), HaveField("Policy", "OwnerApproval"))))
+			g.Expect(conditions.IsTrue(rm, infrav1.MaintenancePlannedCondition)).To(BeTrue())
+		}).Should(Succeed())
+		Consistently(func(g Gomega) {
+			got := b.maintenanceNamed("dimm-swap")
+			g.Expect(got.Status.Stage).To(Equal(expv1.StageAnnounced))
+			g.Expect(conditions.GetReason(got, infrav1.ReadyCondition)).To(Equal(maintenance.WaitingForApprovalReason))
+			g.Expect(b.machines("workers")).To(ConsistOf(HaveField("Name", machine.Name)))
+		}, 3*time.Second).Should(Succeed())
+
+		By("an approval for another maintenance (a wrong UID) being refused at admission")
+		before := rm.DeepCopy()
+		rm.Spec.MaintenanceApprovals = []infrav1.MaintenanceApproval{{Name: "dimm-swap", UID: "00000000-0000-0000-0000-000000000000"}}
+		Expect(env.Patch(ctx, rm, client.MergeFrom(before))).To(MatchError(ContainSubstring("this approval is for another maintenance")))
+
+		By("the owner approving it by name and UID")
+		Expect(env.Get(ctx, client.ObjectKeyFromObject(rm), rm)).To(Succeed())
+		before = rm.DeepCopy()
+		rm.Spec.MaintenanceApprovals = []infrav1.MaintenanceApproval{{Name: "dimm-swap", UID: string(m.UID)}}
+		Expect(env.Patch(ctx, rm, client.MergeFrom(before))).To(Succeed())
+
+		By("CAPI draining and deleting the Machine, the MachineSet replacing it on another host")
+		Eventually(func(g Gomega) {
+			err := env.Get(ctx, client.ObjectKeyFromObject(&machine), &clusterv1.Machine{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Machine %s still exists", machine.Name)
+		}, 2*time.Minute).Should(Succeed())
+		b.waitRunning("workers", 1)
+		replacement := b.machines("workers")[0]
+		Expect(b.hostOf(replacement)).NotTo(Equal(host), "the replacement landed on the host in maintenance")
+
+		By("the maintenance completing and the host returning to the pool")
+		done := b.waitStage("dimm-swap", expv1.StageCompleted)
+		Expect(done.Status.ApprovedBy).To(Equal("Owner"))
+		var stages []expv1.MaintenanceStage
+		for _, s := range done.Status.Stages {
+			stages = append(stages, s.Stage)
+		}
+		Expect(stages).To(Equal([]expv1.MaintenanceStage{expv1.StagePending, expv1.StageAnnounced, expv1.StageApproved,
+			expv1.StageDraining, expv1.StageInMaintenance, expv1.StageCompleted}))
+		Eventually(func(g Gomega) {
+			h := &infrav1.RedfishHost{}
+			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: host}, h)).To(Succeed())
+			g.Expect(h.Status.State).To(Equal(infrav1.HostStateAvailable))
+			g.Expect(h.Spec.RebootRequests).To(BeEmpty())
+		}).Should(Succeed())
+		By("the old approval approving neither a deleted maintenance nor one recreated under its name")
+		Expect(env.Delete(ctx, done)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(env.Get(ctx, client.ObjectKeyFromObject(done), &expv1.RedfishMaintenance{}))
+		}).Should(BeTrue())
+		replacementRM := &infrav1.RedfishMachine{}
+		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: replacement.Spec.InfrastructureRef.Name}, replacementRM)).To(Succeed())
+		before = replacementRM.DeepCopy()
+		replacementRM.Spec.MaintenanceApprovals = []infrav1.MaintenanceApproval{{Name: "dimm-swap", UID: string(m.UID)}}
+		Expect(env.Patch(ctx, replacementRM, client.MergeFrom(before))).To(MatchError(ContainSubstring("no RedfishMaintenance dimm-swap")))
+		recreated := b.maintenance("dimm-swap", b.hostOf(replacement), expv1.OwnerApproval)
+		Expect(recreated.UID).NotTo(Equal(m.UID))
+		Expect(env.Patch(ctx, replacementRM, client.MergeFrom(before))).To(MatchError(ContainSubstring("this approval is for another maintenance")))
+		Consistently(func(g Gomega) {
+			g.Expect(b.maintenanceNamed("dimm-swap").Status.Stage).NotTo(Equal(expv1.StageApproved))
+		}, 2*time.Second).Should(Succeed())
+	})
+
+	It("powers off and holds the host of a failed part without approval; the Machine is replaced elsewhere; a person completes it", Label("maintenance-enforced", "hardware-failure"), func() {
+		b := newBed("mhw", 4, nil)
+		b.waitHostsAvailable(4)
+		b.createCluster("mhw")
+		b.controlPlane()
+		b.template("workers", infrav1.RedfishMachineSpec{})
+		b.machineDeployment("workers", "workers", 1)
+		b.waitRunning("workers", 1)
+		machine := b.machines("workers")[0]
+		host := b.hostOf(machine)
+		server := b.server(host)
+
+		b.maintenance("psu-failed", host, expv1.Enforced, holdPower)
+		b.waitStage("psu-failed", expv1.StageInMaintenance)
+		b.waitRunning("workers", 1)
+		Expect(b.hostOf(b.machines("workers")[0])).NotTo(Equal(host))
+		Expect(b.maintenanceNamed("psu-failed").Status.ApprovedBy).To(Equal("Policy"))
+
+		By("the host staying powered off and out of the pool while held")
+		Eventually(server.PowerState).Should(Equal("Off"))
+		scale(machineDeploymentNamed(b, "workers"), 3)
+		// Two hosts are left for three workers: the held one is not among them.
+		Eventually(func(g Gomega) {
+			ms := b.machines("workers")
+			g.Expect(ms).To(HaveLen(3))
+			running := 0
+			for _, m := range ms {
+				if m.Status.Phase == string(clusterv1.MachinePhaseRunning) {
+					running++
+				}
+			}
+			g.Expect(running).To(Equal(2))
+		}, 2*time.Minute).Should(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(server.PowerState()).To(Equal("Off"))
+			h := &infrav1.RedfishHost{}
+			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: host}, h)).To(Succeed())
+			g.Expect(h.Status.Claim).To(BeNil(), "the held host was claimed")
+		}, 3*time.Second).Should(Succeed())
+
+		By("a person completing it: the hold goes and the third worker gets the host")
+		m := b.maintenanceNamed("psu-failed")
+		before := m.DeepCopy()
+		m.Spec.Complete = true
+		Expect(env.Patch(ctx, m, client.MergeFrom(before))).To(Succeed())
+		b.waitStage("psu-failed", expv1.StageCompleted)
+		b.waitRunning("workers", 3)
+	})
+
+	It("never lets more hosts be in maintenance than the budget allows, counting hosts already unavailable", Label("maintenance-budget"), func() {
+		b := newBedWithoutOS("mbudget", 5)
+		b.waitHostsAvailable(5)
+		one := intstr.FromInt32(1)
+		policy := &expv1.RedfishMaintenancePolicy{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "rack"},
+			Spec: expv1.RedfishMaintenancePolicySpec{MaxUnavailable: &one}}
+		Expect(env.Create(ctx, policy)).To(Succeed())
+		var peak atomic.Int32
+		sampleCtx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for sampleCtx.Err() == nil {
+				list := &expv1.RedfishMaintenanceList{}
+				if env.List(sampleCtx, list, client.InNamespace(b.ns)) == nil {
+					n := int32(0)
+					for _, m := range list.Items {
+						if m.Status.Stage == expv1.StageDraining || m.Status.Stage == expv1.StageInMaintenance {
+							n++
+						}
+					}
+					if n > peak.Load() {
+						peak.Store(n)
+					}
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+		DeferCleanup(func() { stop(); wg.Wait() })
+		hosts := b.hosts()
+		for i := range 3 {
+			b.maintenance("fw-"+string(rune('a'+i)), hosts[i].Name, expv1.Enforced, holdPower)
+		}
+		b.waitStage("fw-a", expv1.StageInMaintenance)
+		Consistently(func(g Gomega) {
+			for _, n := range []string{"fw-b", "fw-c"} {
+				m := b.maintenanceNamed(n)
+				g.Expect(m.Status.Stage).To(Equal(expv1.StageApproved))
+				g.Expect(conditions.GetReason(m, infrav1.ReadyCondition)).To(Equal(maintenance.WaitingForBudgetReason))
+			}
+		}, 2*time.Second).Should(Succeed())
+		for _, n := range []string{"fw-a", "fw-b", "fw-c"} {
+			b.waitStage(n, expv1.StageInMaintenance)
+			m := b.maintenanceNamed(n)
+			before := m.DeepCopy()
+			m.Spec.Complete = true
+			Expect(env.Patch(ctx, m, client.MergeFrom(before))).To(Succeed())
+			b.waitStage(n, expv1.StageCompleted)
+		}
+		Expect(peak.Load()).To(Equal(int32(1)), "hosts in maintenance at once")
+
+		By("a host already unavailable (BMC unreachable) using up the budget")
+		unreachable := b.server(hosts[3].Name)
+		unreachable.Close()
+		Eventually(func(g Gomega) {
+			h := &infrav1.RedfishHost{}
+			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: hosts[3].Name}, h)).To(Succeed())
+			g.Expect(conditions.IsTrue(h, infrav1.ReadyCondition)).To(BeFalse())
+		}, time.Minute).Should(Succeed())
+		b.maintenance("fw-e", hosts[4].Name, expv1.Enforced)
+		Eventually(func(g Gomega) {
+			m := b.maintenanceNamed("fw-e")
+			g.Expect(m.Status.Stage).To(Equal(expv1.StageApproved))
+			g.Expect(conditions.Get(m, infrav1.ReadyCondition)).To(And(Not(BeNil()), HaveField("Reason", maintenance.WaitingForBudgetReason),
+				HaveField("Message", ContainSubstring("1 of 5 hosts unavailable"))))
+		}).Should(Succeed())
+	})
+
+	It("starts an approved maintenance only inside a window", Label("maintenance-window"), func() {
+		b := newBedWithoutOS("mwindow", 1)
+		b.waitHostsAvailable(1)
+		// New Year's Eve at midnight in Tokyo, for one minute: closed unless the test runs then.
+		policy := &expv1.RedfishMaintenancePolicy{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "new-year"},
+			Spec: expv1.RedfishMaintenancePolicySpec{Windows: []expv1.MaintenanceWindow{{Start: "0 0 1 1 *", Duration: metav1.Duration{Duration: time.Minute}, TimeZone: "Asia/Tokyo"}}}}
+		Expect(env.Create(ctx, policy)).To(Succeed())
+		b.maintenance("bios", b.hosts()[0].Name, expv1.Enforced)
+		Eventually(func(g Gomega) {
+			m := b.maintenanceNamed("bios")
+			g.Expect(m.Status.Stage).To(Equal(expv1.StageApproved))
+			g.Expect(conditions.Get(m, infrav1.ReadyCondition)).To(And(Not(BeNil()), HaveField("Reason", maintenance.WaitingForWindowReason),
+				HaveField("Message", ContainSubstring("the next window opens at"))))
+		}).Should(Succeed())
+		By("a window open now (every minute, for a minute) letting it start")
+		Expect(env.Get(ctx, client.ObjectKeyFromObject(policy), policy)).To(Succeed())
+		policy.Spec.Windows[0] = expv1.MaintenanceWindow{Start: "* * * * *", Duration: metav1.Duration{Duration: time.Minute}}
+		Expect(env.Update(ctx, policy)).To(Succeed())
+		b.waitStage("bios", expv1.StageCompleted)
+	})
+
+	It("fails a maintenance that outlives its timeout and keeps its host out of service until it is deleted", Label("maintenance-timeout"), func() {
+		b := newBedWithoutOS("mtimeout", 1)
+		b.waitHostsAvailable(1)
+		host := b.hosts()[0].Name
+		m := &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "stuck"},
+			Spec: expv1.RedfishMaintenanceSpec{HostName: host, Reason: "r", Requestor: "q", Policy: expv1.Enforced,
+				Tasks: []expv1.MaintenanceTask{holdPower}, Timeout: &metav1.Duration{Duration: 3 * time.Second}}}
+		Expect(env.Create(ctx, m)).To(Succeed())
+		failed := b.waitStage("stuck", expv1.StageFailed)
+		Expect(conditions.GetReason(failed, infrav1.ReadyCondition)).To(Equal(maintenance.TimedOutReason))
+		h := &infrav1.RedfishHost{}
+		Consistently(func(g Gomega) {
+			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: host}, h)).To(Succeed())
+			g.Expect(h.Spec.RebootRequests).To(ContainElement(HaveField("Requestor", maintenance.RequestorPrefix+"stuck")))
+		}, 2*time.Second).Should(Succeed())
+		Expect(env.Delete(ctx, failed)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: host}, h)).To(Succeed())
+			g.Expect(h.Spec.RebootRequests).To(BeEmpty())
+		}).Should(Succeed())
+	})
+
+	It("refuses bad input with messages that say what is wrong", Label("maintenance-bad-input"), func() {
+		b := newBedWithoutOS("mbad", 1)
+		zero := intstr.FromInt32(0)
+		for _, tc := range []struct {
+			spec expv1.RedfishMaintenancePolicySpec
+			want string
+		}{
+			{expv1.RedfishMaintenancePolicySpec{Windows: []expv1.MaintenanceWindow{{Start: "every night", Duration: metav1.Duration{Duration: time.Hour}}}}, "is not a cron schedule"},
+			{expv1.RedfishMaintenancePolicySpec{Windows: []expv1.MaintenanceWindow{{Start: "0 22 * * *", Duration: metav1.Duration{Duration: time.Hour}, TimeZone: "Mars/Olympus"}}}, "timeZone"},
+			{expv1.RedfishMaintenancePolicySpec{Windows: []expv1.MaintenanceWindow{{Start: "0 22 * * *", Duration: metav1.Duration{Duration: -time.Hour}}}}, "must be positive"},
+			{expv1.RedfishMaintenancePolicySpec{MaxUnavailable: &zero}, "lets no maintenance ever start"},
+		} {
+			p := &expv1.RedfishMaintenancePolicy{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "bad"}, Spec: tc.spec}
+			Expect(env.Create(ctx, p)).To(MatchError(ContainSubstring(tc.want)))
+		}
+		m := &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "empty-task"},
+			Spec: expv1.RedfishMaintenanceSpec{HostName: b.fleet.Servers[0].ID(), Reason: "r", Requestor: "q", Tasks: []expv1.MaintenanceTask{{}}}}
+		Expect(env.Create(ctx, m)).To(MatchError(ContainSubstring("set exactly one task")))
+
+		By("a maintenance of a host that does not exist waiting with HostNotFound")
+		ghost := b.maintenance("ghost", "no-such-host", expv1.Enforced)
+		Eventually(func(g Gomega) {
+			m := b.maintenanceNamed("ghost")
+			g.Expect(conditions.GetReason(m, infrav1.ReadyCondition)).To(Equal(maintenance.HostNotFoundReason))
+		}).Should(Succeed())
+		By("the host of a maintenance being fixed once created")
+		before := ghost.DeepCopy()
+		ghost.Spec.HostName = b.fleet.Servers[0].ID()
+		Expect(env.Patch(ctx, ghost, client.MergeFrom(before))).To(MatchError(ContainSubstring("immutable")))
+	})
+})
+
+func machineDeploymentNamed(b *bed, name string) *clusterv1.MachineDeployment {
+	GinkgoHelper()
+	md := &clusterv1.MachineDeployment{}
+	Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: name}, md)).To(Succeed())
+	return md
+}
