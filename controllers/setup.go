@@ -92,6 +92,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 			return err
 		}
+		if err := (&maintenance.PolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
+			return err
+		}
 	}
 	return (&cluster.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr, opts.Controller)
 }

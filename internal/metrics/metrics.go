@@ -39,10 +39,27 @@ var (
 	ClaimConflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "caprf_claim_conflicts_total", Help: "Host claims refused because the host changed since it was read, by outcome: claimed (by another machine) or changed.",
 	}, []string{"namespace", "outcome"})
+
+	// MaintenanceStage is 1 for the stage each RedfishMaintenance is in.
+	MaintenanceStage = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "caprf_maintenance_stage", Help: "Stage of each RedfishMaintenance (1 for the current stage).",
+	}, []string{"namespace", "maintenance", "stage"})
+
+	// MaintenanceStageSeconds observes how long maintenances spent in each stage they left.
+	MaintenanceStageSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "caprf_maintenance_stage_duration_seconds", Help: "Time RedfishMaintenances spent in a stage, observed when they leave it.",
+		Buckets: prometheus.ExponentialBuckets(1, 4, 10),
+	}, []string{"stage"})
+
+	// MaintenanceBudget reports each RedfishMaintenancePolicy's budget in use.
+	MaintenanceBudget = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "caprf_maintenance_budget", Help: "Per RedfishMaintenancePolicy: hosts selected, unavailable (for any reason), in maintenance, and maxUnavailable.",
+	}, []string{"namespace", "policy", "kind"})
 )
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(BMCRequests, BMCLatency, HostState, PowerOperations, ClaimConflicts)
+	ctrlmetrics.Registry.MustRegister(BMCRequests, BMCLatency, HostState, PowerOperations, ClaimConflicts,
+		MaintenanceStage, MaintenanceStageSeconds, MaintenanceBudget)
 }
 
 // ObserveBMC records one BMC request; status 0 means no answer.
@@ -60,5 +77,13 @@ func SetHostState(namespace, host, state string) {
 	HostState.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "host": host})
 	if state != "" {
 		HostState.WithLabelValues(namespace, host, state).Set(1)
+	}
+}
+
+// SetMaintenanceStage makes stage the only stage reported for a maintenance ("" forgets it).
+func SetMaintenanceStage(namespace, name, stage string) {
+	MaintenanceStage.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "maintenance": name})
+	if stage != "" {
+		MaintenanceStage.WithLabelValues(namespace, name, stage).Set(1)
 	}
 }

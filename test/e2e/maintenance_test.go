@@ -140,6 +140,31 @@ var _ = Describe("The maintenance handshake", func() {
 		}, 2*time.Second).Should(Succeed())
 	})
 
+	It("approves a maintenance CAPI-natively when a scale-down deletes the Machine anyway, and the host goes into maintenance instead of back to the pool", Label("maintenance-capi-native"), func() {
+		b := newBed("mnative", 3, nil)
+		b.waitHostsAvailable(3)
+		b.createCluster("mnative")
+		b.controlPlane()
+		b.template("workers", infrav1.RedfishMachineSpec{})
+		md := b.machineDeployment("workers", "workers", 1)
+		b.waitRunning("workers", 1)
+		host := b.hostOf(b.machines("workers")[0])
+		b.maintenance("nic-swap", host, expv1.OwnerApproval, holdPower)
+		b.waitStage("nic-swap", expv1.StageAnnounced)
+
+		scale(md, 0)
+		m := b.waitStage("nic-swap", expv1.StageInMaintenance)
+		Expect(m.Status.ApprovedBy).To(BeElementOf("MachineDeleted", "Unclaimed"))
+		By("the host, released by CAPI, being held instead of offered again")
+		scale(md, 1)
+		Eventually(func(g Gomega) {
+			ms := b.machines("workers")
+			g.Expect(ms).To(HaveLen(1))
+			g.Expect(ms[0].Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)))
+		}, 2*time.Minute).Should(Succeed())
+		Expect(b.hostOf(b.machines("workers")[0])).NotTo(Equal(host))
+	})
+
 	It("powers off and holds the host of a failed part without approval; the Machine is replaced elsewhere; a person completes it", Label("maintenance-enforced", "hardware-failure"), func() {
 		b := newBed("mhw", 4, nil)
 		b.waitHostsAvailable(4)
@@ -222,13 +247,19 @@ var _ = Describe("The maintenance handshake", func() {
 			b.maintenance("fw-"+string(rune('a'+i)), hosts[i].Name, expv1.Enforced, holdPower)
 		}
 		b.waitStage("fw-a", expv1.StageInMaintenance)
-		Consistently(func(g Gomega) {
+		Eventually(func(g Gomega) {
+			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(policy), policy)).To(Succeed())
+			g.Expect(policy.Status).To(And(HaveField("Hosts", int32(5)), HaveField("InMaintenance", int32(1)), HaveField("Unavailable", int32(1)), HaveField("WindowOpen", true)))
+		}).Should(Succeed())
+		othersWait := func(g Gomega) {
 			for _, n := range []string{"fw-b", "fw-c"} {
 				m := b.maintenanceNamed(n)
 				g.Expect(m.Status.Stage).To(Equal(expv1.StageApproved))
 				g.Expect(conditions.GetReason(m, infrav1.ReadyCondition)).To(Equal(maintenance.WaitingForBudgetReason))
 			}
-		}, 2*time.Second).Should(Succeed())
+		}
+		Eventually(othersWait).Should(Succeed())
+		Consistently(othersWait, 2*time.Second).Should(Succeed())
 		for _, n := range []string{"fw-a", "fw-b", "fw-c"} {
 			b.waitStage(n, expv1.StageInMaintenance)
 			m := b.maintenanceNamed(n)

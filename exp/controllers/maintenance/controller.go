@@ -32,6 +32,7 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
 )
 
 // Finalizer keeps a deleted maintenance until it withdrew its power hold and its announcement.
@@ -344,6 +345,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, m *expv1.RedfishMainte
 		return retryOnConflict(err)
 	}
 	controllerutil.RemoveFinalizer(m, Finalizer)
+	metrics.SetMaintenanceStage(m.Namespace, m.Name, "")
 	return ctrl.Result{}, nil
 }
 
@@ -542,8 +544,14 @@ func (r *Reconciler) enter(m *expv1.RedfishMaintenance, s expv1.MaintenanceStage
 	if m.Status.Stage == s {
 		return
 	}
+	now := r.Now()
+	if n := len(m.Status.Stages); n > 0 {
+		last := m.Status.Stages[n-1]
+		metrics.MaintenanceStageSeconds.WithLabelValues(string(last.Stage)).Observe(now.Sub(last.Time.Time).Seconds())
+	}
 	m.Status.Stage = s
-	m.Status.Stages = append(m.Status.Stages, expv1.StageTime{Stage: s, Time: metav1.NewTime(r.Now())})
+	m.Status.Stages = append(m.Status.Stages, expv1.StageTime{Stage: s, Time: metav1.NewTime(now)})
+	metrics.SetMaintenanceStage(m.Namespace, m.Name, string(s))
 }
 
 func stageTime(m *expv1.RedfishMaintenance, s expv1.MaintenanceStage) *metav1.Time {
