@@ -87,7 +87,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	if opts.Maintenance {
 		if err := (&maintenance.Reconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), PollInterval: opts.PollInterval,
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), PollInterval: opts.PollInterval, ClusterCache: opts.ClusterCache,
 			Recorder: mgr.GetEventRecorder("redfishmaintenance-controller"),
 		}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 			return err

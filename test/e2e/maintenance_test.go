@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -79,6 +80,13 @@ var _ = Describe("The maintenance handshake", func() {
 			g.Expect(rm.Status.Maintenances).To(ConsistOf(And(HaveField("Name", "dimm-swap"), HaveField("UID", string(m.UID)),
 				HaveField("Reason", "replace a failing DIMM"), HaveField("Policy", "OwnerApproval"))))
 			g.Expect(conditions.IsTrue(rm, infrav1.MaintenancePlannedCondition)).To(BeTrue())
+		}).Should(Succeed())
+		By("the Node in the workload cluster carrying the KEP-5683 condition")
+		Eventually(func(g Gomega) {
+			node := &corev1.Node{}
+			g.Expect(env.Get(ctx, client.ObjectKey{Name: machine.Status.NodeRef.Name}, node)).To(Succeed())
+			g.Expect(node.Status.Conditions).To(ContainElement(And(HaveField("Type", maintenance.NodeMaintenancePlanned),
+				HaveField("Status", corev1.ConditionTrue), HaveField("Message", ContainSubstring("replace a failing DIMM")))))
 		}).Should(Succeed())
 		Consistently(func(g Gomega) {
 			got := b.maintenanceNamed("dimm-swap")

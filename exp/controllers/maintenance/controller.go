@@ -16,11 +16,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -64,8 +66,10 @@ type Reconciler struct {
 	Client client.Client
 	// APIReader reads maintenances and hosts where a stale cache would let two maintenances pass
 	// one budget, or leave a request behind.
-	APIReader    client.Reader
-	Recorder     events.EventRecorder
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	// ClusterCache reaches the workload clusters, where the Node gets KEP-5683 conditions.
+	ClusterCache clustercache.ClusterCache
 	PollInterval time.Duration
 	// Now is the clock (tests move it); default time.Now.
 	Now func() time.Time
@@ -217,6 +221,7 @@ func (r *Reconciler) advance(ctx context.Context, m *expv1.RedfishMaintenance, h
 		if err := r.announce(ctx, m, rm, true); err != nil {
 			return ctrl.Result{}, err
 		}
+		r.announceOnNode(ctx, m, machine, true, false)
 		r.waiting(m, WaitingForApprovalReason, "Waiting for the owner of Machine %s to approve on RedfishMachine %s (spec.maintenanceApprovals: name %s, uid %s)", m.Status.Machine, rm.Name, m.Name, m.UID)
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	case expv1.StageApproved:
@@ -278,6 +283,7 @@ func (r *Reconciler) drain(ctx context.Context, m *expv1.RedfishMaintenance, hos
 		}
 	}
 	if machine != nil && machine.DeletionTimestamp.IsZero() {
+		r.announceOnNode(ctx, m, machine, false, true)
 		if err := r.Client.Delete(ctx, machine); client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, err
 		}
@@ -357,13 +363,12 @@ func (r *Reconciler) withdraw(ctx context.Context, m *expv1.RedfishMaintenance, 
 	if err := r.setHold(ctx, host, m, false); err != nil {
 		return err
 	}
-	if c := host.Status.Claim; c != nil {
-		rm := &infrav1.RedfishMachine{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: host.Namespace, Name: c.Consumer.Name}, rm); err == nil {
-			return r.announce(ctx, m, rm, false)
-		}
+	rm, machine, err := r.consumer(ctx, host)
+	if err != nil || rm == nil {
+		return err
 	}
-	return nil
+	r.announceOnNode(ctx, m, machine, false, false)
+	return r.announce(ctx, m, rm, false)
 }
 
 // consumer returns the RedfishMachine that claims the host and its CAPI Machine (nil when none).
@@ -580,3 +585,5 @@ func retryOnConflict(err error) (ctrl.Result, error) {
 	}
 	return ctrl.Result{}, err
 }
+
+func ctrlLog(ctx context.Context) logr.Logger { return ctrl.LoggerFrom(ctx) }
