@@ -30,3 +30,12 @@ func TestWatchFilterIsRefused(t *testing.T) {
 		t.Fatalf("run with --watch-filter = %v", err)
 	}
 }
+
+// An unknown feature gate (a misremembered name) stops the manager with the list of known ones
+// instead of silently running without the feature.
+func TestUnknownFeatureGateIsRefused(t *testing.T) {
+	err := run(t.Context(), flags{seedURL: "http://10.0.0.2:30082", featureGates: map[string]bool{"Upkeep": true}})
+	if err == nil || !strings.Contains(err.Error(), `unknown feature "Upkeep" (known: Maintenance)`) {
+		t.Fatalf("run with --feature-gates=Upkeep=true = %v", err)
+	}
+}

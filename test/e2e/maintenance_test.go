@@ -19,6 +19,7 @@ import (
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/exp/controllers/maintenance"
+	"github.com/caprf/cluster-api-provider-redfish/internal/dev/sample"
 )
 
 func (b *bed) maintenance(name, host string, policy expv1.MaintenancePolicy, tasks ...expv1.MaintenanceTask) *expv1.RedfishMaintenance {
@@ -171,6 +172,49 @@ var _ = Describe("The maintenance handshake", func() {
 			g.Expect(ms[0].Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)))
 		}, 2*time.Minute).Should(Succeed())
 		Expect(b.hostOf(b.machines("workers")[0])).NotTo(Equal(host))
+	})
+
+	It("does not take a host, even approved, while its MachineDeployment rolls out", Label("maintenance-rollout"), func() {
+		b := newBed("mrollout", 4, nil)
+		b.waitHostsAvailable(4)
+		b.createCluster("mrollout")
+		b.controlPlane()
+		b.template("workers", infrav1.RedfishMachineSpec{})
+		// maxSurge 1, maxUnavailable 0: the rollout deletes no old Machine before a new one runs.
+		data, md := sample.MachineDeployment(b.ns, b.cluster.Name, "workers", "workers", 2, 1, 0)
+		Expect(env.Create(ctx, data)).To(Succeed())
+		Expect(env.Create(ctx, md)).To(Succeed())
+		b.waitRunning("workers", 2)
+		machine := b.machines("workers")[0]
+		host := b.hostOf(machine)
+		By("a rollout that cannot finish (the new template selects no host)")
+		b.template("workers-nowhere", infrav1.RedfishMachineSpec{HostSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"rack": "none"}}})
+		Eventually(func(g Gomega) {
+			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(md), md)).To(Succeed())
+			before := md.DeepCopy()
+			md.Spec.Template.Spec.InfrastructureRef.Name = "workers-nowhere"
+			md.Spec.Rollout.After = metav1.Now()
+			g.Expect(env.Patch(ctx, md, client.MergeFrom(before))).To(Succeed())
+		}).Should(Succeed())
+		m := b.maintenance("cpu-microcode", host, expv1.OwnerApproval)
+		rm := &infrav1.RedfishMachine{}
+		Eventually(func(g Gomega) {
+			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: machine.Spec.InfrastructureRef.Name}, rm)).To(Succeed())
+			g.Expect(rm.Status.Maintenances).NotTo(BeEmpty())
+		}).Should(Succeed())
+		before := rm.DeepCopy()
+		rm.Spec.MaintenanceApprovals = []infrav1.MaintenanceApproval{{Name: m.Name, UID: string(m.UID)}}
+		Expect(env.Patch(ctx, rm, client.MergeFrom(before))).To(Succeed())
+		waitsForRollout := func(g Gomega) {
+			got := b.maintenanceNamed("cpu-microcode")
+			mdNow := &clusterv1.MachineDeployment{}
+			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(md), mdNow)).To(Succeed())
+			g.Expect(got.Status.Stage).To(Equal(expv1.StageApproved), "MachineDeployment generation %d ref %s\n%s", mdNow.Generation, mdNow.Spec.Template.Spec.InfrastructureRef.Name, b.dump())
+			g.Expect(conditions.GetReason(got, infrav1.ReadyCondition)).To(Equal(maintenance.RolloutInProgressReason))
+			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(&machine), &clusterv1.Machine{})).To(Succeed(), "the Machine was deleted mid-rollout")
+		}
+		Eventually(waitsForRollout).Should(Succeed())
+		Consistently(waitsForRollout, 3*time.Second).Should(Succeed())
 	})
 
 	It("powers off and holds the host of a failed part without approval; the Machine is replaced elsewhere; a person completes it", Label("maintenance-enforced", "hardware-failure"), func() {

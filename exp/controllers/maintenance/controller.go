@@ -451,15 +451,40 @@ func (r *Reconciler) setHold(ctx context.Context, h *infrav1.RedfishHost, m *exp
 	return nil
 }
 
-// rollingOut says whether the Machine's MachineDeployment is mid-rollout.
+// rollingOut says whether the Machine's MachineDeployment is mid-rollout: its controller has not
+// caught up with its spec yet, it reports RollingOut, or not every replica is up to date.
+// Read from the API server: a rollout that just began must not be missed.
 func (r *Reconciler) rollingOut(ctx context.Context, machine *clusterv1.Machine) (string, bool, error) {
 	name := machine.Labels[clusterv1.MachineDeploymentNameLabel]
 	if name == "" {
 		return "", false, nil
 	}
 	md := &clusterv1.MachineDeployment{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: machine.Namespace, Name: name}, md); err != nil {
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: machine.Namespace, Name: name}, md); err != nil {
 		return name, false, client.IgnoreNotFound(err)
+	}
+	if md.Status.ObservedGeneration < md.Generation || conditions.IsTrue(md, clusterv1.MachineDeploymentRollingOutCondition) {
+		return name, true, nil
+	}
+	// Right after a template change the MachineDeployment may still report no rollout before
+	// its new MachineSet exists: a MachineSet for the current template is missing, or another
+	// one still has replicas.
+	sets := &clusterv1.MachineSetList{}
+	if err := r.APIReader.List(ctx, sets, client.InNamespace(md.Namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: name}); err != nil {
+		return name, false, err
+	}
+	current, others := false, false
+	for _, ms := range sets.Items {
+		t := ms.Spec.Template.Spec
+		if t.InfrastructureRef.Name == md.Spec.Template.Spec.InfrastructureRef.Name && t.Version == md.Spec.Template.Spec.Version &&
+			t.Bootstrap.ConfigRef.Name == md.Spec.Template.Spec.Bootstrap.ConfigRef.Name && equalStrings(t.Bootstrap.DataSecretName, md.Spec.Template.Spec.Bootstrap.DataSecretName) {
+			current = true
+		} else if ms.Spec.Replicas == nil || *ms.Spec.Replicas > 0 {
+			others = true
+		}
+	}
+	if !current || others {
+		return name, true, nil
 	}
 	want := int32(0)
 	if md.Spec.Replicas != nil {
@@ -587,3 +612,7 @@ func retryOnConflict(err error) (ctrl.Result, error) {
 }
 
 func ctrlLog(ctx context.Context) logr.Logger { return ctrl.LoggerFrom(ctx) }
+
+func equalStrings(a, b *string) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
+}
