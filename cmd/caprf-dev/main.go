@@ -21,8 +21,8 @@ import (
 func main() {
 	o := demo.Options{Out: os.Stdout}
 	flag.StringVar(&o.Scenario, "scenario", "lifecycle", "Scenario to play: "+strings.Join(demo.ScenarioNames(), ", ")+".")
-	flag.IntVar(&o.Servers, "servers", 4, "Simulated servers in the fleet.")
-	workers := flag.Int("workers", 2, "Worker Machines in the MachineDeployment.")
+	flag.IntVar(&o.Servers, "servers", 0, "Simulated servers in the fleet (default: the scenario's, lifecycle 4, maintenance 6).")
+	workers := flag.Int("workers", 0, "Worker Machines in the MachineDeployment (default: the scenario's, lifecycle 2, maintenance 3).")
 	flag.StringVar(&o.Dir, "dir", defaultDir(), "Folder for the kubeconfig and the controllers' log.")
 	exit := flag.Bool("exit", false, "Exit when the scenario completes instead of waiting for Ctrl-C.")
 	profiles := flag.String("profiles", "dmtf", "Comma-separated BMC profiles given to the servers in turn (a mixed rack): "+strings.Join(simulator.ProfileNames(), ", ")+
@@ -36,7 +36,7 @@ func main() {
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	if *workers < 1 || *workers > 100 {
+	if *workers < 0 || *workers > 100 {
 		fmt.Fprintln(os.Stderr, "caprf-dev: --workers must be between 1 and 100")
 		os.Exit(2)
 	}

@@ -132,6 +132,10 @@ type RedfishMaintenanceStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Machine string `json:"machine,omitempty"`
+	// machineDeployment the Machine belonged to, if any: its availability is part of the budget.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	MachineDeployment string `json:"machineDeployment,omitempty"`
 	// approvedBy says how the maintenance was approved: Policy (Enforced), Owner (the
 	// RedfishMachine's approval), MachineDeleted (CAPI deleted the Machine for its own reasons) or
 	// Unclaimed (nothing ran on the host).

@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -199,7 +200,7 @@ func (r *Reconciler) advance(ctx context.Context, m *expv1.RedfishMaintenance, h
 			return r.approve(m, "Unclaimed", "nothing runs on host %s", host.Name), nil
 		}
 		if machine != nil {
-			m.Status.Machine = machine.Name
+			m.Status.Machine, m.Status.MachineDeployment = machine.Name, machine.Labels[clusterv1.MachineDeploymentNameLabel]
 		}
 		if err := r.announce(ctx, m, rm, true); err != nil {
 			return ctrl.Result{}, err
@@ -254,7 +255,7 @@ func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, hos
 	}
 	r.gate.Lock()
 	defer r.gate.Unlock()
-	ok, reason, msg, after, err := r.gateOpen(ctx, m, host)
+	ok, reason, msg, after, err := r.gateOpen(ctx, m, host, machine)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -503,7 +504,7 @@ func (r *Reconciler) rollingOut(ctx context.Context, machine *clusterv1.Machine)
 // gateOpen checks every policy selecting the host: a window open, room in the budget, and no
 // higher-ranked maintenance waiting for the same budget. Read from the API server: the cache
 // could miss a maintenance that just started.
-func (r *Reconciler) gateOpen(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost) (bool, string, string, time.Duration, error) {
+func (r *Reconciler) gateOpen(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, machine *clusterv1.Machine) (bool, string, string, time.Duration, error) {
 	policies := &expv1.RedfishMaintenancePolicyList{}
 	if err := r.APIReader.List(ctx, policies, client.InNamespace(m.Namespace)); err != nil {
 		return false, "", "", 0, err
@@ -517,6 +518,8 @@ func (r *Reconciler) gateOpen(ctx context.Context, m *expv1.RedfishMaintenance, 
 		return false, "", "", 0, err
 	}
 	now := r.Now()
+	limit := 1 // the MachineDeployment's share of the budget: the strictest policy's maxUnavailable
+	governed := false
 	for i := range policies.Items {
 		p := &policies.Items[i]
 		b, names, err := budgetOf(p, hosts.Items, ms.Items, m.Name)
@@ -525,6 +528,9 @@ func (r *Reconciler) gateOpen(ctx context.Context, m *expv1.RedfishMaintenance, 
 		}
 		if !slices.Contains(names, host.Name) {
 			continue
+		}
+		if !governed || b.maxUnavailable < limit {
+			limit, governed = b.maxUnavailable, true
 		}
 		open, next, err := windowState(p.Spec.Windows, now)
 		if err != nil {
@@ -540,6 +546,45 @@ func (r *Reconciler) gateOpen(ctx context.Context, m *expv1.RedfishMaintenance, 
 		if first := firstWaiting(ms.Items, names); first != nil && first.Name != m.Name {
 			return false, WaitingForBudgetReason, fmt.Sprintf("RedfishMaintenancePolicy %s: maintenance %s (priority %d) goes first", p.Name, first.Name, first.Spec.Priority), r.PollInterval, nil
 		}
+	}
+	return r.machineDeploymentAllows(ctx, m, machine, ms.Items, limit)
+}
+
+// machineDeploymentAllows keeps the cluster whole: taking the Machine must not leave its
+// MachineDeployment with more replicas unavailable than the budget allows (the strictest policy's
+// maxUnavailable, 1 without a policy). Unavailable: replicas without a Running Machine with a Node,
+// or the maintenances of its Machines still draining or under way, whichever is more.
+func (r *Reconciler) machineDeploymentAllows(ctx context.Context, m *expv1.RedfishMaintenance, machine *clusterv1.Machine, ms []expv1.RedfishMaintenance, limit int) (bool, string, string, time.Duration, error) {
+	if machine == nil || !machine.DeletionTimestamp.IsZero() || m.Status.MachineDeployment == "" {
+		return true, "", "", 0, nil
+	}
+	md := &clusterv1.MachineDeployment{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Status.MachineDeployment}, md); err != nil {
+		return false, "", "", 0, client.IgnoreNotFound(err)
+	}
+	// Counted from the Machines themselves: the MachineDeployment's status lags behind a deletion.
+	machines := &clusterv1.MachineList{}
+	if err := r.APIReader.List(ctx, machines, client.InNamespace(md.Namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: md.Name}); err != nil {
+		return false, "", "", 0, err
+	}
+	running := 0
+	for _, o := range machines.Items {
+		if o.DeletionTimestamp.IsZero() && o.Status.Phase == string(clusterv1.MachinePhaseRunning) && o.Status.NodeRef.IsDefined() {
+			running++
+		}
+	}
+	replicas := int(ptr.Deref(md.Spec.Replicas, 0))
+	unavailable := max(replicas-running, 0)
+	out := 0
+	for _, o := range ms {
+		if o.Name != m.Name && o.Status.MachineDeployment == md.Name && (o.Status.Stage == expv1.StageDraining || o.Status.Stage == expv1.StageInMaintenance) {
+			out++
+		}
+	}
+	unavailable = max(unavailable, out)
+	if unavailable+1 > limit {
+		return false, WaitingForBudgetReason, fmt.Sprintf("MachineDeployment %s has %d of %d replicas unavailable (or being replaced); taking Machine %s would exceed maxUnavailable %d",
+			md.Name, unavailable, replicas, machine.Name, limit), r.PollInterval, nil
 	}
 	return true, "", "", 0, nil
 }

@@ -40,7 +40,7 @@ const Namespace = "demo"
 type Options struct {
 	// Scenario to play; see Scenarios. Default "lifecycle".
 	Scenario string
-	// Servers in the simulated fleet. Default 4 (a control plane, two workers, a spare).
+	// Servers in the simulated fleet. Default: the scenario's (lifecycle: 4, a control plane, two workers, a spare).
 	Servers int
 	// Workers is the MachineDeployment's size. Default 2.
 	Workers int32
@@ -61,11 +61,16 @@ type Options struct {
 type Scenario struct {
 	About string
 	Run   func(ctx context.Context, w *World) error
+	// Servers and Workers are the scenario's defaults for Options.Servers and Options.Workers.
+	Servers int
+	Workers int32
 }
 
 // Scenarios the demo knows, by name.
 var Scenarios = map[string]Scenario{
-	"lifecycle": {About: "a cluster comes up on simulated servers, then its workers roll to a new template while the old one is deleted", Run: lifecycle},
+	"lifecycle": {About: "a cluster comes up on simulated servers, then its workers roll to a new template while the old one is deleted", Run: lifecycle, Servers: 4, Workers: 2},
+	"maintenance": {About: "a cluster comes up, then every worker's host is maintained through the typed handshake (announce, owner approval, budget of 1, CAPI drain and replacement, power held off, completion)",
+		Run: maintenance, Servers: 6, Workers: 3},
 }
 
 // World is what a scenario works with.
@@ -213,10 +218,10 @@ func (o Options) withDefaults() (Options, Scenario, error) {
 		return o, sc, fmt.Errorf("unknown scenario %q; known: %s", o.Scenario, strings.Join(ScenarioNames(), ", "))
 	}
 	if o.Servers == 0 {
-		o.Servers = 4
+		o.Servers = sc.Servers
 	}
 	if o.Workers == 0 {
-		o.Workers = 2
+		o.Workers = sc.Workers
 	}
 	if o.Servers < int(o.Workers)+1 {
 		return o, sc, fmt.Errorf("--servers %d is too few: a control plane and %d workers need %d", o.Servers, o.Workers, o.Workers+1)

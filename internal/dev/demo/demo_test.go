@@ -320,3 +320,29 @@ func TestUnknownScenarioIsRefusedBeforeAnythingStarts(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// The maintenance scenario (make dev DEV_FLAGS="--scenario maintenance"): every worker's host is
+// announced, approved by the owner, drained and replaced by CAPI, held off, completed by the
+// technician, one host at a time, without the MachineDeployment losing more than one worker.
+func TestMaintenanceScenarioMaintainsEveryWorkerHostOneAtATime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs envtest; skipped with -short")
+	}
+	out := &syncBuffer{}
+	if err := Run(t.Context(), Options{Scenario: "maintenance", Dir: t.TempDir(), Out: out}); err != nil {
+		t.Fatalf("maintenance scenario: %v\n%s", err, out)
+	}
+	text := out.String()
+	last := -1
+	for _, want := range []string{"fleet operator: RedfishMaintenancePolicy rack, maxUnavailable 1", "cluster owner: approved dimm-", "technician: host", "completed: Pending → Announced",
+		"maintenance done in", "3 hosts maintained one at a time; never fewer than 2 of 3 workers running", `scenario "maintenance" complete`} {
+		i := strings.Index(text, want)
+		if i < 0 || i < last {
+			t.Fatalf("output lacks %q after the previous milestone:\n%s", want, text)
+		}
+		last = i
+	}
+	if n := strings.Count(text, "technician: host"); n != 3 {
+		t.Errorf("%d maintenances completed by the technician, want 3:\n%s", n, text)
+	}
+}
