@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -99,6 +100,11 @@ func (*MaintenancePolicy) ValidateDelete(context.Context, *expv1.RedfishMaintena
 func validatePolicy(p *expv1.RedfishMaintenancePolicy) field.ErrorList {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
+	if p.Spec.HostSelector != nil {
+		if _, err := metav1.LabelSelectorAsSelector(p.Spec.HostSelector); err != nil {
+			errs = append(errs, field.Invalid(spec.Child("hostSelector"), p.Spec.HostSelector, err.Error()))
+		}
+	}
 	for i, w := range p.Spec.Windows {
 		path := spec.Child("windows").Index(i)
 		if _, _, err := maintenance.ParseWindow(w); err != nil {
@@ -152,6 +158,8 @@ func approvalsExist(ctx context.Context, reader client.Reader, old, m *infrav1.R
 			errs = append(errs, field.InternalError(path, err))
 		case string(got.UID) != a.UID:
 			errs = append(errs, field.Invalid(path.Child("uid"), a.UID, fmt.Sprintf("RedfishMaintenance %s has uid %s: this approval is for another maintenance (one deleted and recreated under the same name is not approved)", a.Name, got.UID)))
+		case got.Spec.HostName != m.Status.HostRef:
+			errs = append(errs, field.Invalid(path.Child("name"), a.Name, fmt.Sprintf("RedfishMaintenance %s is for host %s, not for this machine's host %q", a.Name, got.Spec.HostName, m.Status.HostRef)))
 		}
 	}
 	return errs

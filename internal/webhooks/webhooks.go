@@ -175,10 +175,10 @@ type Machine struct {
 }
 
 // ValidateCreate checks the spec.
-func (v *Machine) ValidateCreate(ctx context.Context, m *infrav1.RedfishMachine) (admission.Warnings, error) {
-	errs := validateSpec(&m.Spec, field.NewPath("spec"))
-	errs = append(errs, approvalsExist(ctx, v.Reader, nil, m)...)
-	return nil, invalid("RedfishMachine", m.Name, errs)
+// (Approvals are checked when they are added to an existing RedfishMachine: one recreated by a
+// move or a restore keeps the approvals it had, which approve nothing once their UIDs are gone.)
+func (v *Machine) ValidateCreate(_ context.Context, m *infrav1.RedfishMachine) (admission.Warnings, error) {
+	return nil, invalid("RedfishMachine", m.Name, validateSpec(&m.Spec, field.NewPath("spec")))
 }
 
 // ValidateUpdate refuses changes to the spec other than setting the providerID and approving
@@ -210,13 +210,24 @@ type MachineTemplate struct{}
 
 // ValidateCreate checks the template's machine spec.
 func (*MachineTemplate) ValidateCreate(_ context.Context, t *infrav1.RedfishMachineTemplate) (admission.Warnings, error) {
-	return nil, invalid("RedfishMachineTemplate", t.Name, validateSpec(&t.Spec.Template.Spec, field.NewPath("spec", "template", "spec")))
+	return nil, invalid("RedfishMachineTemplate", t.Name, validateTemplate(t))
+}
+
+// validateTemplate checks a template's machine spec; approvals have no place there (every
+// Machine cloned from it would carry them).
+func validateTemplate(t *infrav1.RedfishMachineTemplate) field.ErrorList {
+	path := field.NewPath("spec", "template", "spec")
+	errs := validateSpec(&t.Spec.Template.Spec, path)
+	if len(t.Spec.Template.Spec.MaintenanceApprovals) > 0 {
+		errs = append(errs, field.Forbidden(path.Child("maintenanceApprovals"), "approvals are given on a RedfishMachine, for the maintenance announced in its status"))
+	}
+	return errs
 }
 
 // ValidateUpdate refuses spec changes, unless the request is a topology dry-run.
 func (*MachineTemplate) ValidateUpdate(ctx context.Context, old, t *infrav1.RedfishMachineTemplate) (admission.Warnings, error) {
 	path := field.NewPath("spec", "template", "spec")
-	errs := validateSpec(&t.Spec.Template.Spec, path)
+	errs := validateTemplate(t)
 	req, err := admission.RequestFromContext(ctx)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())

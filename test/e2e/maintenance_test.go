@@ -33,10 +33,11 @@ func (b *bed) maintenance(name, host string, policy expv1.MaintenancePolicy, tas
 	return m
 }
 
+// maintenanceNamed reads a maintenance (waiting out the client's cache right after a create).
 func (b *bed) maintenanceNamed(name string) *expv1.RedfishMaintenance {
 	GinkgoHelper()
 	m := &expv1.RedfishMaintenance{}
-	Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: name}, m)).To(Succeed())
+	Eventually(func() error { return env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: name}, m) }).Should(Succeed())
 	return m
 }
 
@@ -73,7 +74,7 @@ var _ = Describe("The maintenance handshake", func() {
 		machine := b.machines("workers")[0]
 		host := b.hostOf(machine)
 
-		m := b.maintenance("dimm-swap", host, expv1.OwnerApproval)
+		m := b.maintenance("dimm-swap", host, expv1.OwnerApproval, holdPower)
 		By("the maintenance being announced on the RedfishMachine, with what to quote to approve it")
 		rm := &infrav1.RedfishMachine{}
 		Eventually(func(g Gomega) {
@@ -116,7 +117,12 @@ var _ = Describe("The maintenance handshake", func() {
 		replacement := b.machines("workers")[0]
 		Expect(b.hostOf(replacement)).NotTo(Equal(host), "the replacement landed on the host in maintenance")
 
-		By("the maintenance completing and the host returning to the pool")
+		By("the work (the host held off) and its completion: the host returns to the pool")
+		held := b.waitStage("dimm-swap", expv1.StageInMaintenance)
+		Eventually(b.server(host).PowerState).Should(Equal("Off"))
+		heldBefore := held.DeepCopy()
+		held.Spec.Complete = true
+		Expect(env.Patch(ctx, held, client.MergeFrom(heldBefore))).To(Succeed())
 		done := b.waitStage("dimm-swap", expv1.StageCompleted)
 		Expect(done.Status.ApprovedBy).To(Equal("Owner"))
 		var stages []expv1.MaintenanceStage
@@ -144,14 +150,32 @@ var _ = Describe("The maintenance handshake", func() {
 		recreated := b.maintenance("dimm-swap", b.hostOf(replacement), expv1.OwnerApproval)
 		Expect(recreated.UID).NotTo(Equal(m.UID))
 		Expect(env.Patch(ctx, replacementRM, client.MergeFrom(before))).To(MatchError(ContainSubstring("this approval is for another maintenance")))
-		Consistently(func(g Gomega) {
-			g.Expect(b.maintenanceNamed("dimm-swap").Status.Stage).NotTo(Equal(expv1.StageApproved))
-		}, 2*time.Second).Should(Succeed())
+
+		By("an approval of another host's maintenance, and approvals in a template, being refused")
+		other := b.maintenance("other-host", host, expv1.OwnerApproval)
+		replacementRM.Spec.MaintenanceApprovals = []infrav1.MaintenanceApproval{{Name: other.Name, UID: string(other.UID)}}
+		Expect(env.Patch(ctx, replacementRM, client.MergeFrom(before))).To(MatchError(ContainSubstring("not for this machine's host")))
+		bad := sample.MachineTemplate(b.ns, "with-approval", infrav1.RedfishMachineSpec{MaintenanceApprovals: []infrav1.MaintenanceApproval{{Name: "x", UID: "y"}}})
+		Expect(env.Create(ctx, bad)).To(MatchError(ContainSubstring("approvals are given on a RedfishMachine")))
+
+		By("a Machine nothing would replace (the standalone control plane) never being deleted")
+		cp := &clusterv1.MachineList{}
+		Expect(env.List(ctx, cp, client.InNamespace(b.ns), client.HasLabels{clusterv1.MachineControlPlaneLabel})).To(Succeed())
+		Expect(cp.Items).To(HaveLen(1))
+		b.maintenance("cp-psu", b.hostOf(cp.Items[0]), expv1.Enforced)
+		standalone := func(g Gomega) {
+			got := b.maintenanceNamed("cp-psu")
+			g.Expect(conditions.GetReason(got, infrav1.ReadyCondition)).To(Equal(maintenance.NotReplaceableReason))
+			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(&cp.Items[0]), &clusterv1.Machine{})).To(Succeed())
+		}
+		Eventually(standalone).Should(Succeed())
+		Consistently(standalone, 2*time.Second).Should(Succeed())
 	})
 
 	It("approves a maintenance CAPI-natively when a scale-down deletes the Machine anyway, and the host goes into maintenance instead of back to the pool", Label("maintenance-capi-native"), func() {
-		b := newBed("mnative", 3, nil)
-		b.waitHostsAvailable(3)
+		// Two servers: the control plane's and one worker's; no spare.
+		b := newBed("mnative", 2, nil)
+		b.waitHostsAvailable(2)
 		b.createCluster("mnative")
 		b.controlPlane()
 		b.template("workers", infrav1.RedfishMachineSpec{})
@@ -164,14 +188,42 @@ var _ = Describe("The maintenance handshake", func() {
 		scale(md, 0)
 		m := b.waitStage("nic-swap", expv1.StageInMaintenance)
 		Expect(m.Status.ApprovedBy).To(BeElementOf("MachineDeleted", "Unclaimed"))
-		By("the host, released by CAPI, being held instead of offered again")
+		By("the host, released by CAPI, being held instead of offered again: a new worker waits")
 		scale(md, 1)
-		Eventually(func(g Gomega) {
-			ms := b.machines("workers")
-			g.Expect(ms).To(HaveLen(1))
-			g.Expect(ms[0].Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)))
-		}, 2*time.Minute).Should(Succeed())
-		Expect(b.hostOf(b.machines("workers")[0])).NotTo(Equal(host))
+		Eventually(func(g Gomega) { g.Expect(b.machines("workers")).To(HaveLen(1)) }).Should(Succeed())
+		Consistently(func(g Gomega) {
+			h := &infrav1.RedfishHost{}
+			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: host}, h)).To(Succeed())
+			g.Expect(h.Status.Claim).To(BeNil(), "the held host was claimed")
+		}, 3*time.Second).Should(Succeed())
+		By("completing the maintenance: the waiting worker gets the host")
+		before := m.DeepCopy()
+		m.Spec.Complete = true
+		Expect(env.Patch(ctx, m, client.MergeFrom(before))).To(Succeed())
+		b.waitRunning("workers", 1)
+		Expect(b.hostOf(b.machines("workers")[0])).To(Equal(host))
+	})
+
+	It("runs one maintenance at a time among hosts no policy selects", Label("maintenance-default-budget"), func() {
+		b := newBedWithoutOS("mdefault", 2)
+		b.waitHostsAvailable(2)
+		hosts := b.hosts()
+		b.maintenance("first", hosts[0].Name, expv1.Enforced, holdPower)
+		b.waitStage("first", expv1.StageInMaintenance)
+		b.maintenance("second", hosts[1].Name, expv1.Enforced, holdPower)
+		waits := func(g Gomega) {
+			m := b.maintenanceNamed("second")
+			g.Expect(m.Status.Stage).To(Equal(expv1.StageApproved))
+			g.Expect(conditions.Get(m, infrav1.ReadyCondition)).To(And(Not(BeNil()), HaveField("Reason", maintenance.WaitingForBudgetReason),
+				HaveField("Message", ContainSubstring("No RedfishMaintenancePolicy selects"))))
+		}
+		Eventually(waits).Should(Succeed())
+		Consistently(waits, 2*time.Second).Should(Succeed())
+		first := b.maintenanceNamed("first")
+		before := first.DeepCopy()
+		first.Spec.Complete = true
+		Expect(env.Patch(ctx, first, client.MergeFrom(before))).To(Succeed())
+		b.waitStage("second", expv1.StageInMaintenance)
 	})
 
 	It("does not take a host, even approved, while its MachineDeployment rolls out", Label("maintenance-rollout"), func() {

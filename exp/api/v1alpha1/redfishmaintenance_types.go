@@ -132,6 +132,11 @@ type RedfishMaintenanceStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Machine string `json:"machine,omitempty"`
+	// machineUID is the UID of that Machine: only that Machine is ever deleted for this
+	// maintenance (one that claims the host later is waited for, never deleted).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	MachineUID string `json:"machineUID,omitempty"`
 	// machineDeployment the Machine belonged to, if any: its availability is part of the budget.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253

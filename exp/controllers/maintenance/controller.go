@@ -12,16 +12,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -32,6 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/go-logr/logr"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
@@ -60,7 +59,27 @@ const (
 	WaitingForCompletionReason = "WaitingForCompletion"
 	CompletedReason            = "Completed"
 	TimedOutReason             = "TimedOut"
+	NotReplaceableReason       = "MachineNotReplaceable"
 )
+
+// replaceable says whether deleting the Machine gets it replaced: a MachineSet's (so a
+// MachineDeployment's) or a control plane's.
+func replaceable(machine *clusterv1.Machine) bool {
+	if _, ok := machine.Labels[clusterv1.MachineControlPlaneLabel]; ok {
+		for _, ref := range machine.OwnerReferences {
+			if ref.Controller != nil && *ref.Controller {
+				return true
+			}
+		}
+		return false
+	}
+	for _, ref := range machine.OwnerReferences {
+		if ref.Kind == "MachineSet" {
+			return true
+		}
+	}
+	return false
+}
 
 // Reconciler reconciles RedfishMaintenances.
 type Reconciler struct {
@@ -158,6 +177,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if controllerutil.AddFinalizer(m, Finalizer) {
 		return ctrl.Result{}, nil
 	}
+	if m.Status.Stage != "" {
+		metrics.SetMaintenanceStage(m.Namespace, m.Name, string(m.Status.Stage)) // again after a restart
+	}
 	host := &infrav1.RedfishHost{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.HostName}, host); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -199,9 +221,11 @@ func (r *Reconciler) advance(ctx context.Context, m *expv1.RedfishMaintenance, h
 		if rm == nil {
 			return r.approve(m, "Unclaimed", "nothing runs on host %s", host.Name), nil
 		}
-		if machine != nil {
-			m.Status.Machine, m.Status.MachineDeployment = machine.Name, machine.Labels[clusterv1.MachineDeploymentNameLabel]
+		if machine == nil {
+			r.waiting(m, WaitingForApprovalReason, "RedfishMachine %s claims host %s but its Machine is not there (yet): waiting for it", rm.Name, host.Name)
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 		}
+		m.Status.Machine, m.Status.MachineUID, m.Status.MachineDeployment = machine.Name, string(machine.UID), machine.Labels[clusterv1.MachineDeploymentNameLabel]
 		if err := r.announce(ctx, m, rm, true); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -216,7 +240,8 @@ func (r *Reconciler) advance(ctx context.Context, m *expv1.RedfishMaintenance, h
 			return r.approve(m, "Policy", "policy Enforced"), nil
 		case approved(rm, m):
 			return r.approve(m, "Owner", "approved on RedfishMachine %s", rm.Name), nil
-		case machine == nil || !machine.DeletionTimestamp.IsZero():
+		case machine != nil && string(machine.UID) == m.Status.MachineUID && !machine.DeletionTimestamp.IsZero(),
+			!rm.DeletionTimestamp.IsZero():
 			return r.approve(m, "MachineDeleted", "CAPI is deleting Machine %s anyway", m.Status.Machine), nil
 		}
 		if err := r.announce(ctx, m, rm, true); err != nil {
@@ -253,6 +278,10 @@ func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, hos
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 		}
 	}
+	if machine != nil && machine.DeletionTimestamp.IsZero() && string(machine.UID) == m.Status.MachineUID && !replaceable(machine) {
+		r.waiting(m, NotReplaceableReason, "Machine %s belongs to no MachineSet or control plane: deleting it would not replace it. Move its workload and delete it yourself; the maintenance then proceeds", machine.Name)
+		return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, nil
+	}
 	r.gate.Lock()
 	defer r.gate.Unlock()
 	ok, reason, msg, after, err := r.gateOpen(ctx, m, host, machine)
@@ -265,10 +294,13 @@ func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, hos
 	}
 	// Past the gate: recorded before anything is deleted, and written now (not at the end of the
 	// reconcile) so the next gate decision counts this host.
+	saved := m.Status.DeepCopy()
 	r.enter(m, expv1.StageDraining)
 	r.waiting(m, DrainingReason, "Waiting for CAPI to drain and delete Machine %s", m.Status.Machine)
 	if err := r.Client.Status().Update(ctx, m); err != nil {
-		return ctrl.Result{}, err
+		// Not recorded: the deferred patch must not write Draining past the gate either.
+		m.Status = *saved
+		return retryOnConflict(err)
 	}
 	r.event(m, "Draining", "started within the budget; CAPI drains Machine %s", m.Status.Machine)
 	return r.drain(ctx, m, host, rm, machine)
@@ -283,7 +315,14 @@ func (r *Reconciler) drain(ctx context.Context, m *expv1.RedfishMaintenance, hos
 			return ctrl.Result{}, err
 		}
 	}
-	if machine != nil && machine.DeletionTimestamp.IsZero() {
+	switch {
+	case machine == nil || !machine.DeletionTimestamp.IsZero():
+	case string(machine.UID) != m.Status.MachineUID:
+		// Another Machine claimed the host after the approval (a race with the claim, or the host
+		// changed hands): its owner approved nothing, so it is never deleted here.
+		r.waiting(m, DrainingReason, "Host %s is claimed by Machine %s, which did not approve this maintenance: waiting for it to be released (delete it to proceed)", host.Name, machine.Name)
+		return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, nil
+	default:
 		r.announceOnNode(ctx, m, machine, false, true)
 		if err := r.Client.Delete(ctx, machine); client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, err
@@ -368,7 +407,9 @@ func (r *Reconciler) withdraw(ctx context.Context, m *expv1.RedfishMaintenance, 
 	if err != nil || rm == nil {
 		return err
 	}
-	r.announceOnNode(ctx, m, machine, false, false)
+	if machine != nil && string(machine.UID) == m.Status.MachineUID {
+		r.announceOnNode(ctx, m, machine, false, false) // only the Node this maintenance announced on
+	}
 	return r.announce(ctx, m, rm, false)
 }
 
@@ -452,168 +493,6 @@ func (r *Reconciler) setHold(ctx context.Context, h *infrav1.RedfishHost, m *exp
 	return nil
 }
 
-// rollingOut says whether the Machine's MachineDeployment is mid-rollout: its controller has not
-// caught up with its spec yet, it reports RollingOut, or not every replica is up to date.
-// Read from the API server: a rollout that just began must not be missed.
-func (r *Reconciler) rollingOut(ctx context.Context, machine *clusterv1.Machine) (string, bool, error) {
-	name := machine.Labels[clusterv1.MachineDeploymentNameLabel]
-	if name == "" {
-		return "", false, nil
-	}
-	md := &clusterv1.MachineDeployment{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: machine.Namespace, Name: name}, md); err != nil {
-		return name, false, client.IgnoreNotFound(err)
-	}
-	if md.Status.ObservedGeneration < md.Generation || conditions.IsTrue(md, clusterv1.MachineDeploymentRollingOutCondition) {
-		return name, true, nil
-	}
-	// Right after a template change the MachineDeployment may still report no rollout before
-	// its new MachineSet exists: a MachineSet for the current template is missing, or another
-	// one still has replicas.
-	sets := &clusterv1.MachineSetList{}
-	if err := r.APIReader.List(ctx, sets, client.InNamespace(md.Namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: name}); err != nil {
-		return name, false, err
-	}
-	current, others := false, false
-	for _, ms := range sets.Items {
-		t := ms.Spec.Template.Spec
-		if t.InfrastructureRef.Name == md.Spec.Template.Spec.InfrastructureRef.Name && t.Version == md.Spec.Template.Spec.Version &&
-			t.Bootstrap.ConfigRef.Name == md.Spec.Template.Spec.Bootstrap.ConfigRef.Name && equalStrings(t.Bootstrap.DataSecretName, md.Spec.Template.Spec.Bootstrap.DataSecretName) {
-			current = true
-		} else if ms.Spec.Replicas == nil || *ms.Spec.Replicas > 0 {
-			others = true
-		}
-	}
-	if !current || others {
-		return name, true, nil
-	}
-	want := int32(0)
-	if md.Spec.Replicas != nil {
-		want = *md.Spec.Replicas
-	}
-	upToDate, replicas := int32(0), int32(0)
-	if md.Status.UpToDateReplicas != nil {
-		upToDate = *md.Status.UpToDateReplicas
-	}
-	if md.Status.Replicas != nil {
-		replicas = *md.Status.Replicas
-	}
-	return name, upToDate < want || replicas > want, nil
-}
-
-// gateOpen checks every policy selecting the host: a window open, room in the budget, and no
-// higher-ranked maintenance waiting for the same budget. Read from the API server: the cache
-// could miss a maintenance that just started.
-func (r *Reconciler) gateOpen(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, machine *clusterv1.Machine) (bool, string, string, time.Duration, error) {
-	policies := &expv1.RedfishMaintenancePolicyList{}
-	if err := r.APIReader.List(ctx, policies, client.InNamespace(m.Namespace)); err != nil {
-		return false, "", "", 0, err
-	}
-	hosts := &infrav1.RedfishHostList{}
-	if err := r.APIReader.List(ctx, hosts, client.InNamespace(m.Namespace)); err != nil {
-		return false, "", "", 0, err
-	}
-	ms := &expv1.RedfishMaintenanceList{}
-	if err := r.APIReader.List(ctx, ms, client.InNamespace(m.Namespace)); err != nil {
-		return false, "", "", 0, err
-	}
-	now := r.Now()
-	limit := 1 // the MachineDeployment's share of the budget: the strictest policy's maxUnavailable
-	governed := false
-	for i := range policies.Items {
-		p := &policies.Items[i]
-		b, names, err := budgetOf(p, hosts.Items, ms.Items, m.Name)
-		if err != nil {
-			return false, InvalidPolicyReason, fmt.Sprintf("RedfishMaintenancePolicy %s: %v", p.Name, err), 10 * r.PollInterval, nil
-		}
-		if !slices.Contains(names, host.Name) {
-			continue
-		}
-		if !governed || b.maxUnavailable < limit {
-			limit, governed = b.maxUnavailable, true
-		}
-		open, next, err := windowState(p.Spec.Windows, now)
-		if err != nil {
-			return false, InvalidPolicyReason, fmt.Sprintf("RedfishMaintenancePolicy %s: %v", p.Name, err), 10 * r.PollInterval, nil
-		}
-		if !open {
-			return false, WaitingForWindowReason, fmt.Sprintf("RedfishMaintenancePolicy %s: the next window opens at %s", p.Name, next.UTC().Format(time.RFC3339)),
-				min(max(next.Sub(now), time.Second), 10*r.PollInterval), nil
-		}
-		if ok, why := b.allows(!conditions.IsTrue(host, infrav1.ReadyCondition)); !ok {
-			return false, WaitingForBudgetReason, fmt.Sprintf("RedfishMaintenancePolicy %s: %s", p.Name, why), r.PollInterval, nil
-		}
-		if first := firstWaiting(ms.Items, names); first != nil && first.Name != m.Name {
-			return false, WaitingForBudgetReason, fmt.Sprintf("RedfishMaintenancePolicy %s: maintenance %s (priority %d) goes first", p.Name, first.Name, first.Spec.Priority), r.PollInterval, nil
-		}
-	}
-	return r.machineDeploymentAllows(ctx, m, machine, ms.Items, limit)
-}
-
-// machineDeploymentAllows keeps the cluster whole: taking the Machine must not leave its
-// MachineDeployment with more replicas unavailable than the budget allows (the strictest policy's
-// maxUnavailable, 1 without a policy). Unavailable: replicas without a Running Machine with a Node,
-// or the maintenances of its Machines still draining or under way, whichever is more.
-func (r *Reconciler) machineDeploymentAllows(ctx context.Context, m *expv1.RedfishMaintenance, machine *clusterv1.Machine, ms []expv1.RedfishMaintenance, limit int) (bool, string, string, time.Duration, error) {
-	if machine == nil || !machine.DeletionTimestamp.IsZero() || m.Status.MachineDeployment == "" {
-		return true, "", "", 0, nil
-	}
-	md := &clusterv1.MachineDeployment{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Status.MachineDeployment}, md); err != nil {
-		return false, "", "", 0, client.IgnoreNotFound(err)
-	}
-	// Counted from the Machines themselves: the MachineDeployment's status lags behind a deletion.
-	machines := &clusterv1.MachineList{}
-	if err := r.APIReader.List(ctx, machines, client.InNamespace(md.Namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: md.Name}); err != nil {
-		return false, "", "", 0, err
-	}
-	running := 0
-	for _, o := range machines.Items {
-		if o.DeletionTimestamp.IsZero() && o.Status.Phase == string(clusterv1.MachinePhaseRunning) && o.Status.NodeRef.IsDefined() {
-			running++
-		}
-	}
-	replicas := int(ptr.Deref(md.Spec.Replicas, 0))
-	unavailable := max(replicas-running, 0)
-	out := 0
-	for _, o := range ms {
-		if o.Name != m.Name && o.Status.MachineDeployment == md.Name && (o.Status.Stage == expv1.StageDraining || o.Status.Stage == expv1.StageInMaintenance) {
-			out++
-		}
-	}
-	unavailable = max(unavailable, out)
-	if unavailable+1 > limit {
-		return false, WaitingForBudgetReason, fmt.Sprintf("MachineDeployment %s has %d of %d replicas unavailable (or being replaced); taking Machine %s would exceed maxUnavailable %d",
-			md.Name, unavailable, replicas, machine.Name, limit), r.PollInterval, nil
-	}
-	return true, "", "", 0, nil
-}
-
-// firstWaiting is the approved maintenance of those hosts that starts first: highest priority,
-// then oldest, then by name.
-func firstWaiting(ms []expv1.RedfishMaintenance, hosts []string) *expv1.RedfishMaintenance {
-	var waiting []*expv1.RedfishMaintenance
-	for i := range ms {
-		if ms[i].Status.Stage == expv1.StageApproved && ms[i].DeletionTimestamp.IsZero() && slices.Contains(hosts, ms[i].Spec.HostName) {
-			waiting = append(waiting, &ms[i])
-		}
-	}
-	sort.Slice(waiting, func(i, j int) bool {
-		a, b := waiting[i], waiting[j]
-		if a.Spec.Priority != b.Spec.Priority {
-			return a.Spec.Priority > b.Spec.Priority
-		}
-		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-			return a.CreationTimestamp.Before(&b.CreationTimestamp)
-		}
-		return a.Name < b.Name
-	})
-	if len(waiting) == 0 {
-		return nil
-	}
-	return waiting[0]
-}
-
 // enter moves to a stage (forward only) and records when.
 func (r *Reconciler) enter(m *expv1.RedfishMaintenance, s expv1.MaintenanceStage) {
 	if m.Status.Stage == s {
@@ -657,7 +536,3 @@ func retryOnConflict(err error) (ctrl.Result, error) {
 }
 
 func ctrlLog(ctx context.Context) logr.Logger { return ctrl.LoggerFrom(ctx) }
-
-func equalStrings(a, b *string) bool {
-	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
-}

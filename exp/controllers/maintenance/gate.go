@@ -1,14 +1,21 @@
 package maintenance
 
 import (
+	"context"
 	"fmt"
+	"slices"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
@@ -23,9 +30,16 @@ func ParseWindow(w expv1.MaintenanceWindow) (cron.Schedule, *time.Location, erro
 			return nil, nil, fmt.Errorf("timeZone %q: %w", w.TimeZone, err)
 		}
 	}
+	if strings.HasPrefix(w.Start, "CRON_TZ=") || strings.HasPrefix(w.Start, "TZ=") {
+		return nil, nil, fmt.Errorf("start %q: give the time zone in timeZone, not in the schedule", w.Start)
+	}
 	sched, err := cron.ParseStandard(w.Start)
 	if err != nil {
 		return nil, nil, fmt.Errorf("start %q is not a cron schedule: %w", w.Start, err)
+	}
+	// robfig/cron gives up after five years: a schedule such as "0 0 30 2 *" never fires.
+	if sched.Next(time.Now().In(loc)).IsZero() {
+		return nil, nil, fmt.Errorf("start %q is not a cron schedule that ever fires", w.Start)
 	}
 	return sched, loc, nil
 }
@@ -43,6 +57,9 @@ func windowState(windows []expv1.MaintenanceWindow, now time.Time) (open bool, n
 		}
 		// The first start after (now - duration): at or before now means a window is open.
 		start := sched.Next(now.In(loc).Add(-w.Duration.Duration))
+		if start.IsZero() {
+			continue // never fires: never open
+		}
 		if !start.After(now) {
 			return true, time.Time{}, nil
 		}
@@ -137,4 +154,219 @@ func (b budget) allows(hostAlreadyUnavailable bool) (bool, string) {
 		return false, fmt.Sprintf("%d of %d hosts in maintenance, maxParallel %d", b.inMaintenance, b.hosts, b.maxParallel)
 	}
 	return true, ""
+}
+
+// rollingOut says whether the Machine's MachineDeployment is mid-rollout: its controller has not
+// caught up with its spec yet, it reports RollingOut, or not every replica is up to date.
+// Read from the API server: a rollout that just began must not be missed.
+func (r *Reconciler) rollingOut(ctx context.Context, machine *clusterv1.Machine) (string, bool, error) {
+	name := machine.Labels[clusterv1.MachineDeploymentNameLabel]
+	if name == "" {
+		return "", false, nil
+	}
+	md := &clusterv1.MachineDeployment{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: machine.Namespace, Name: name}, md); err != nil {
+		return name, false, client.IgnoreNotFound(err)
+	}
+	if md.Status.ObservedGeneration < md.Generation || conditions.IsTrue(md, clusterv1.MachineDeploymentRollingOutCondition) {
+		return name, true, nil
+	}
+	// Right after a template change the MachineDeployment may still report no rollout before
+	// its new MachineSet exists: a MachineSet for the current template is missing, or another
+	// one still has replicas.
+	sets := &clusterv1.MachineSetList{}
+	if err := r.APIReader.List(ctx, sets, client.InNamespace(md.Namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: name}); err != nil {
+		return name, false, err
+	}
+	current, others := false, false
+	for _, ms := range sets.Items {
+		t := ms.Spec.Template.Spec
+		if t.InfrastructureRef.Name == md.Spec.Template.Spec.InfrastructureRef.Name && t.Version == md.Spec.Template.Spec.Version &&
+			t.Bootstrap.ConfigRef.Name == md.Spec.Template.Spec.Bootstrap.ConfigRef.Name && equalStrings(t.Bootstrap.DataSecretName, md.Spec.Template.Spec.Bootstrap.DataSecretName) {
+			current = true
+		} else if ms.Spec.Replicas == nil || *ms.Spec.Replicas > 0 {
+			others = true
+		}
+	}
+	if !current || others {
+		return name, true, nil
+	}
+	want := int32(0)
+	if md.Spec.Replicas != nil {
+		want = *md.Spec.Replicas
+	}
+	upToDate, replicas := int32(0), int32(0)
+	if md.Status.UpToDateReplicas != nil {
+		upToDate = *md.Status.UpToDateReplicas
+	}
+	if md.Status.Replicas != nil {
+		replicas = *md.Status.Replicas
+	}
+	return name, upToDate < want || replicas > want, nil
+}
+
+// gateOpen checks every policy selecting the host: a window open, room in the budget, and no
+// higher-ranked maintenance waiting for the same budget. Read from the API server: the cache
+// could miss a maintenance that just started.
+func (r *Reconciler) gateOpen(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, machine *clusterv1.Machine) (bool, string, string, time.Duration, error) {
+	policies := &expv1.RedfishMaintenancePolicyList{}
+	if err := r.APIReader.List(ctx, policies, client.InNamespace(m.Namespace)); err != nil {
+		return false, "", "", 0, err
+	}
+	hosts := &infrav1.RedfishHostList{}
+	if err := r.APIReader.List(ctx, hosts, client.InNamespace(m.Namespace)); err != nil {
+		return false, "", "", 0, err
+	}
+	ms := &expv1.RedfishMaintenanceList{}
+	if err := r.APIReader.List(ctx, ms, client.InNamespace(m.Namespace)); err != nil {
+		return false, "", "", 0, err
+	}
+	now := r.Now()
+	limit := 1 // the MachineDeployment's share of the budget: the strictest policy's maxUnavailable
+	governed := false
+	for i := range policies.Items {
+		p := &policies.Items[i]
+		b, names, err := budgetOf(p, hosts.Items, ms.Items, m.Name)
+		if err != nil {
+			return false, InvalidPolicyReason, fmt.Sprintf("RedfishMaintenancePolicy %s: %v", p.Name, err), 10 * r.PollInterval, nil
+		}
+		if !slices.Contains(names, host.Name) {
+			continue
+		}
+		if !governed || b.maxUnavailable < limit {
+			limit, governed = b.maxUnavailable, true
+		}
+		open, next, err := windowState(p.Spec.Windows, now)
+		if err != nil {
+			return false, InvalidPolicyReason, fmt.Sprintf("RedfishMaintenancePolicy %s: %v", p.Name, err), 10 * r.PollInterval, nil
+		}
+		if !open {
+			return false, WaitingForWindowReason, fmt.Sprintf("RedfishMaintenancePolicy %s: the next window opens at %s", p.Name, next.UTC().Format(time.RFC3339)),
+				min(max(next.Sub(now), time.Second), 10*r.PollInterval), nil
+		}
+		if ok, why := b.allows(!conditions.IsTrue(host, infrav1.ReadyCondition)); !ok {
+			return false, WaitingForBudgetReason, fmt.Sprintf("RedfishMaintenancePolicy %s: %s", p.Name, why), r.PollInterval, nil
+		}
+		if first := firstWaiting(ms.Items, names); first != nil && first.Name != m.Name {
+			return false, WaitingForBudgetReason, fmt.Sprintf("RedfishMaintenancePolicy %s: maintenance %s (priority %d) goes first", p.Name, first.Name, first.Spec.Priority), r.PollInterval, nil
+		}
+	}
+	if !governed {
+		// No policy selects the host: one such maintenance at a time in the namespace.
+		for _, o := range ms.Items {
+			if o.Name != m.Name && (o.Status.Stage == expv1.StageDraining || o.Status.Stage == expv1.StageInMaintenance) && !r.governed(policies.Items, hosts.Items, o.Spec.HostName) {
+				return false, WaitingForBudgetReason, fmt.Sprintf("No RedfishMaintenancePolicy selects host %s: one such maintenance at a time, and %s is under way", host.Name, o.Name), r.PollInterval, nil
+			}
+		}
+	}
+	return r.machineDeploymentAllows(ctx, m, machine, ms.Items, limit)
+}
+
+// governed says whether a policy selects the host.
+func (r *Reconciler) governed(policies []expv1.RedfishMaintenancePolicy, hosts []infrav1.RedfishHost, host string) bool {
+	for i := range policies {
+		if _, names, err := budgetOf(&policies[i], hosts, nil, ""); err == nil && slices.Contains(names, host) {
+			return true
+		}
+	}
+	return false
+}
+
+// machineDeploymentAllows keeps the cluster whole: taking the Machine must not leave its
+// MachineDeployment with more replicas unavailable than the budget allows (the strictest policy's
+// maxUnavailable, 1 without a policy). Unavailable: replicas without a Running Machine with a Node,
+// or the maintenances of its Machines still draining or under way, whichever is more.
+func (r *Reconciler) machineDeploymentAllows(ctx context.Context, m *expv1.RedfishMaintenance, machine *clusterv1.Machine, ms []expv1.RedfishMaintenance, limit int) (bool, string, string, time.Duration, error) {
+	if machine == nil || !machine.DeletionTimestamp.IsZero() || string(machine.UID) != m.Status.MachineUID {
+		return true, "", "", 0, nil
+	}
+	// The group whose availability counts: the MachineDeployment, or the control plane.
+	var group client.MatchingLabels
+	name, replicas := "", 0
+	if _, ok := machine.Labels[clusterv1.MachineControlPlaneLabel]; ok {
+		group = client.MatchingLabels{clusterv1.ClusterNameLabel: machine.Spec.ClusterName, clusterv1.MachineControlPlaneLabel: ""}
+		name, limit = "the control plane of "+machine.Spec.ClusterName, 1
+	} else if md := m.Status.MachineDeployment; md != "" {
+		obj := &clusterv1.MachineDeployment{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: md}, obj); err != nil {
+			return client.IgnoreNotFound(err) == nil, "", "", 0, client.IgnoreNotFound(err)
+		}
+		group, name, replicas = client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: md}, "MachineDeployment "+md, int(ptr.Deref(obj.Spec.Replicas, 0))
+		// The MachineDeployment's own rollout budget, if larger than 1, bounded by the policies'.
+		if ru := obj.Spec.Rollout.Strategy.RollingUpdate.MaxUnavailable; ru != nil {
+			if n, err := intstr.GetScaledValueFromIntOrPercent(ru, replicas, false); err == nil {
+				limit = min(limit, max(n, 1))
+			}
+		} else {
+			limit = 1
+		}
+	} else {
+		return true, "", "", 0, nil
+	}
+	// Counted from the Machines themselves: the MachineDeployment's status lags behind a deletion.
+	machines := &clusterv1.MachineList{}
+	if err := r.APIReader.List(ctx, machines, client.InNamespace(m.Namespace), group); err != nil {
+		return false, "", "", 0, err
+	}
+	running, targetRunning := 0, false
+	for _, o := range machines.Items {
+		if o.DeletionTimestamp.IsZero() && o.Status.Phase == string(clusterv1.MachinePhaseRunning) && o.Status.NodeRef.IsDefined() {
+			running++
+			targetRunning = targetRunning || o.UID == machine.UID
+		}
+	}
+	if replicas == 0 {
+		replicas = len(machines.Items) // the control plane: its Machines
+	}
+	unavailable := max(replicas-running, 0)
+	out := 0
+	for _, o := range ms {
+		if o.Name != m.Name && o.Status.MachineDeployment == m.Status.MachineDeployment && o.Status.MachineDeployment != "" &&
+			(o.Status.Stage == expv1.StageDraining || o.Status.Stage == expv1.StageInMaintenance) {
+			out++
+		}
+	}
+	unavailable = max(unavailable, out)
+	extra := 1
+	if !targetRunning {
+		extra = 0 // already counted as unavailable: taking it changes nothing
+	}
+	if unavailable+extra > limit {
+		return false, WaitingForBudgetReason, fmt.Sprintf("%s has %d of %d replicas unavailable (or being replaced); taking Machine %s would exceed maxUnavailable %d",
+			name, unavailable, replicas, machine.Name, limit), r.PollInterval, nil
+	}
+	return true, "", "", 0, nil
+}
+
+// firstWaiting is the approved maintenance of those hosts that starts first: highest priority,
+// then oldest, then by name.
+func firstWaiting(ms []expv1.RedfishMaintenance, hosts []string) *expv1.RedfishMaintenance {
+	var waiting []*expv1.RedfishMaintenance
+	for i := range ms {
+		// Only those held back by the budget: one waiting for its window or a rollout does not
+		// hold the others up.
+		reason := conditions.GetReason(&ms[i], infrav1.ReadyCondition)
+		if ms[i].Status.Stage == expv1.StageApproved && ms[i].DeletionTimestamp.IsZero() && slices.Contains(hosts, ms[i].Spec.HostName) &&
+			(reason == "" || reason == WaitingForBudgetReason) {
+			waiting = append(waiting, &ms[i])
+		}
+	}
+	sort.Slice(waiting, func(i, j int) bool {
+		a, b := waiting[i], waiting[j]
+		if a.Spec.Priority != b.Spec.Priority {
+			return a.Spec.Priority > b.Spec.Priority
+		}
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return a.Name < b.Name
+	})
+	if len(waiting) == 0 {
+		return nil
+	}
+	return waiting[0]
+}
+
+func equalStrings(a, b *string) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }

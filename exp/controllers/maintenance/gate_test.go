@@ -40,8 +40,10 @@ func TestWindowsOpenOnlyInsideTheirPeriodInTheirTimeZone(t *testing.T) {
 	if open, _, err := windowState(nil, time.Now()); !open || err != nil {
 		t.Errorf("no windows: open %v, %v; want always open", open, err)
 	}
-	if _, _, err := windowState([]expv1.MaintenanceWindow{{Start: "61 * * * *", Duration: metav1.Duration{Duration: time.Hour}}}, time.Now()); err == nil {
-		t.Error("a bad cron schedule was read")
+	for _, bad := range []string{"61 * * * *", "0 0 30 2 *", "CRON_TZ=Asia/Tokyo 0 22 * * *"} {
+		if _, _, err := windowState([]expv1.MaintenanceWindow{{Start: bad, Duration: metav1.Duration{Duration: time.Hour}}}, time.Now()); err == nil {
+			t.Errorf("schedule %q was read as a window", bad)
+		}
 	}
 }
 
@@ -80,7 +82,7 @@ func TestBudgetCountsHostsUnavailableForAnyReason(t *testing.T) {
 	if ok, _ := b.allows(true); !ok {
 		t.Error("a host that is already unavailable changes nothing, but was refused")
 	}
-	pct := intstr.FromString("10%") // of 4 hosts: 0.4, at least 1
+	pct := intstr.FromString("10%") // of 5 hosts: 0.5, at least 1
 	p.Spec.MaxUnavailable, p.Spec.HostSelector = &pct, nil
 	if b, _, _ := budgetOf(p, hosts, nil, ""); b.maxUnavailable != 1 || b.maxParallel != -1 {
 		t.Errorf("10%% of %d hosts gives maxUnavailable %d (maxParallel %d), want 1 (no limit)", b.hosts, b.maxUnavailable, b.maxParallel)
