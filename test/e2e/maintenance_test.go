@@ -60,17 +60,32 @@ func describeMaintenance(m *expv1.RedfishMaintenance) string {
 	return string(m.Status.Stage) + " " + c.Reason + ": " + c.Message
 }
 
+// clusterBed registers servers, waits until they are Available, and creates a Cluster with a
+// control-plane Machine and a workers template.
+func clusterBed(name string, servers int) *bed {
+	GinkgoHelper()
+	b := newBed(name, servers, nil)
+	b.waitHostsAvailable(servers)
+	b.createCluster(name)
+	b.controlPlane()
+	b.template("workers", infrav1.RedfishMachineSpec{})
+	return b
+}
+
+// clusterWithWorkers is clusterBed with a MachineDeployment workers of n Running Machines.
+func clusterWithWorkers(name string, servers int, workers int32) (*bed, *clusterv1.MachineDeployment) {
+	GinkgoHelper()
+	b := clusterBed(name, servers)
+	md := b.machineDeployment("workers", "workers", workers)
+	b.waitRunning("workers", int(workers))
+	return b, md
+}
+
 var holdPower = expv1.MaintenanceTask{PowerOffAndHold: &expv1.PowerOffAndHold{}}
 
 var _ = Describe("The maintenance handshake", func() {
 	It("waits for the owner's approval of this very maintenance, then CAPI drains and replaces the Machine elsewhere and the host returns to the pool", Label("maintenance-approval"), func() {
-		b := newBed("mapprove", 4, nil)
-		b.waitHostsAvailable(4)
-		b.createCluster("mapprove")
-		b.controlPlane()
-		b.template("workers", infrav1.RedfishMachineSpec{})
-		b.machineDeployment("workers", "workers", 1)
-		b.waitRunning("workers", 1)
+		b, _ := clusterWithWorkers("mapprove", 4, 1)
 		machine := b.machines("workers")[0]
 		host := b.hostOf(machine)
 
@@ -174,13 +189,7 @@ var _ = Describe("The maintenance handshake", func() {
 
 	It("approves a maintenance CAPI-natively when a scale-down deletes the Machine anyway, and the host goes into maintenance instead of back to the pool", Label("maintenance-capi-native"), func() {
 		// Two servers: the control plane's and one worker's; no spare.
-		b := newBed("mnative", 2, nil)
-		b.waitHostsAvailable(2)
-		b.createCluster("mnative")
-		b.controlPlane()
-		b.template("workers", infrav1.RedfishMachineSpec{})
-		md := b.machineDeployment("workers", "workers", 1)
-		b.waitRunning("workers", 1)
+		b, md := clusterWithWorkers("mnative", 2, 1)
 		host := b.hostOf(b.machines("workers")[0])
 		b.maintenance("nic-swap", host, expv1.OwnerApproval, holdPower)
 		b.waitStage("nic-swap", expv1.StageAnnounced)
@@ -227,11 +236,7 @@ var _ = Describe("The maintenance handshake", func() {
 	})
 
 	It("does not take a host, even approved, while its MachineDeployment rolls out", Label("maintenance-rollout"), func() {
-		b := newBed("mrollout", 4, nil)
-		b.waitHostsAvailable(4)
-		b.createCluster("mrollout")
-		b.controlPlane()
-		b.template("workers", infrav1.RedfishMachineSpec{})
+		b := clusterBed("mrollout", 4)
 		// maxSurge 1, maxUnavailable 0: the rollout deletes no old Machine before a new one runs.
 		data, md := sample.MachineDeployment(b.ns, b.cluster.Name, "workers", "workers", 2, 1, 0)
 		Expect(env.Create(ctx, data)).To(Succeed())
@@ -270,13 +275,7 @@ var _ = Describe("The maintenance handshake", func() {
 	})
 
 	It("powers off and holds the host of a failed part without approval; the Machine is replaced elsewhere; a person completes it", Label("maintenance-enforced", "hardware-failure"), func() {
-		b := newBed("mhw", 4, nil)
-		b.waitHostsAvailable(4)
-		b.createCluster("mhw")
-		b.controlPlane()
-		b.template("workers", infrav1.RedfishMachineSpec{})
-		b.machineDeployment("workers", "workers", 1)
-		b.waitRunning("workers", 1)
+		b, _ := clusterWithWorkers("mhw", 4, 1)
 		machine := b.machines("workers")[0]
 		host := b.hostOf(machine)
 		server := b.server(host)

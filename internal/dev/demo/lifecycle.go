@@ -48,32 +48,15 @@ func lifecycle(ctx context.Context, w *World) error {
 		return err
 	}
 
-	rc, cluster := sample.Cluster(Namespace, clusterName, "10.0.0.10")
 	// nodeReuse: a worker's replacement lands back on the host it ran on, even once its template
 	// is deleted (no cleaning, so reused disks keep their data).
 	v1 := sample.MachineTemplate(Namespace, "workers-v1", infrav1.RedfishMachineSpec{
 		Image:     &infrav1.Image{URL: "http://images.example/node-v1.iso", Format: "live-iso"},
 		NodeReuse: true, AutomatedCleaningMode: infrav1.CleaningModeDisabled,
 	})
-	cpData, cpInfra, cpMachine := sample.ControlPlane(Namespace, clusterName, clusterName+"-control-plane")
 	// maxSurge 0 / maxUnavailable 1: an old worker goes first and its replacement takes its host.
-	mdData, md := sample.MachineDeployment(Namespace, clusterName, mdName, v1.Name, w.Opts.Workers, 0, 1)
-	if err := w.Create(ctx, rc, cluster); err != nil {
-		return err
-	}
-	if err := w.Env.CreateKubeconfigSecret(ctx, cluster); err != nil {
-		return err
-	}
-	if err := w.Create(ctx, v1, cpData, cpInfra, cpMachine, mdData, md); err != nil {
-		return err
-	}
-	w.Printf("created Cluster %s: a control-plane Machine and MachineDeployment %s (%d replicas, template %s)", clusterName, mdName, w.Opts.Workers, v1.Name)
-	upStart := w.Since()
-	if err := w.Until(ctx, "the cluster to come up", 5*time.Minute, w.rolledOut(v1.Name)); err != nil {
-		return err
-	}
-	w.Printf("cluster up in %s: every Machine Running with a Node", (w.Since() - upStart).Round(100*time.Millisecond))
-	if err := w.PrintMachines(ctx); err != nil {
+	md, err := w.bringUpCluster(ctx, v1, 0, 1)
+	if err != nil {
 		return err
 	}
 	before, err := w.workerHosts(ctx)
@@ -173,4 +156,29 @@ func (w *World) rolledOut(template string) func(ctx context.Context) (bool, erro
 		}
 		return workers == want, nil
 	}
+}
+
+// bringUpCluster creates the Cluster with a control-plane Machine and MachineDeployment workers
+// (Opts.Workers replicas of tmpl, with the given rollout budget), waits until every Machine runs
+// with a Node, and prints them.
+func (w *World) bringUpCluster(ctx context.Context, tmpl *infrav1.RedfishMachineTemplate, maxSurge, maxUnavailable int32) (*clusterv1.MachineDeployment, error) {
+	rc, cluster := sample.Cluster(Namespace, clusterName, "10.0.0.10")
+	cpData, cpInfra, cpMachine := sample.ControlPlane(Namespace, clusterName, clusterName+"-control-plane")
+	mdData, md := sample.MachineDeployment(Namespace, clusterName, mdName, tmpl.Name, w.Opts.Workers, maxSurge, maxUnavailable)
+	if err := w.Create(ctx, rc, cluster); err != nil {
+		return nil, err
+	}
+	if err := w.Env.CreateKubeconfigSecret(ctx, cluster); err != nil {
+		return nil, err
+	}
+	if err := w.Create(ctx, tmpl, cpData, cpInfra, cpMachine, mdData, md); err != nil {
+		return nil, err
+	}
+	w.Printf("created Cluster %s: a control-plane Machine and MachineDeployment %s (%d replicas, template %s)", clusterName, mdName, w.Opts.Workers, tmpl.Name)
+	upStart := w.Since()
+	if err := w.Until(ctx, "the cluster to come up", 5*time.Minute, w.rolledOut(tmpl.Name)); err != nil {
+		return nil, err
+	}
+	w.Printf("cluster up in %s: every Machine Running with a Node", (w.Since() - upStart).Round(100*time.Millisecond))
+	return md, w.PrintMachines(ctx)
 }

@@ -29,26 +29,10 @@ func maintenance(ctx context.Context, w *World) error {
 	if err := w.RegisterFleet(ctx); err != nil {
 		return err
 	}
-	rc, cluster := sample.Cluster(Namespace, clusterName, "10.0.0.10")
 	tmpl := sample.MachineTemplate(Namespace, "workers", infrav1.RedfishMachineSpec{
 		Image: &infrav1.Image{URL: "http://images.example/node-v1.iso", Format: "live-iso"}, AutomatedCleaningMode: infrav1.CleaningModeDisabled,
 	})
-	cpData, cpInfra, cpMachine := sample.ControlPlane(Namespace, clusterName, clusterName+"-control-plane")
-	mdData, md := sample.MachineDeployment(Namespace, clusterName, mdName, tmpl.Name, w.Opts.Workers, 1, 0)
-	if err := w.Create(ctx, rc, cluster); err != nil {
-		return err
-	}
-	if err := w.Env.CreateKubeconfigSecret(ctx, cluster); err != nil {
-		return err
-	}
-	if err := w.Create(ctx, tmpl, cpData, cpInfra, cpMachine, mdData, md); err != nil {
-		return err
-	}
-	w.Printf("created Cluster %s: a control-plane Machine and MachineDeployment %s (%d replicas)", clusterName, mdName, w.Opts.Workers)
-	if err := w.Until(ctx, "the cluster to come up", 5*time.Minute, w.rolledOut(tmpl.Name)); err != nil {
-		return err
-	}
-	if err := w.PrintMachines(ctx); err != nil {
+	if _, err := w.bringUpCluster(ctx, tmpl, 1, 0); err != nil {
 		return err
 	}
 	machines, err := w.Machines(ctx)
