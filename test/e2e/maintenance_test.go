@@ -274,6 +274,28 @@ var _ = Describe("The maintenance handshake", func() {
 		Consistently(waitsForRollout, 3*time.Second).Should(Succeed())
 	})
 
+	It("does nothing while the Cluster of the Machine is paused (clusterctl move), and goes on when it is unpaused", Label("maintenance-paused"), func() {
+		b, _ := clusterWithWorkers("mpaused", 3, 1)
+		machine := b.machines("workers")[0]
+		b.setPaused(true)
+		b.maintenance("paused-swap", b.hostOf(machine), expv1.Enforced)
+		held := func(g Gomega) {
+			m := &expv1.RedfishMaintenance{}
+			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: "paused-swap"}, m)).To(Succeed())
+			g.Expect(conditions.IsTrue(m, clusterv1.PausedCondition)).To(BeTrue())
+			got := &clusterv1.Machine{}
+			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(&machine), got)).To(Succeed())
+			g.Expect(got.DeletionTimestamp.IsZero()).To(BeTrue(), "the Machine was deleted while its Cluster was paused")
+		}
+		Eventually(held).Should(Succeed())
+		Consistently(held, 3*time.Second).Should(Succeed())
+		b.setPaused(false)
+		b.waitStage("paused-swap", expv1.StageCompleted)
+		Eventually(func() bool {
+			return apierrors.IsNotFound(env.Get(ctx, client.ObjectKeyFromObject(&machine), &clusterv1.Machine{}))
+		}).Should(BeTrue(), "the Machine was not replaced once the Cluster was unpaused")
+	})
+
 	It("powers off and holds the host of a failed part without approval; the Machine is replaced elsewhere; a person completes it", Label("maintenance-enforced", "hardware-failure"), func() {
 		b, _ := clusterWithWorkers("mhw", 4, 1)
 		machine := b.machines("workers")[0]

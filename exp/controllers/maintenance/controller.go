@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -215,6 +216,9 @@ func (r *Reconciler) advance(ctx context.Context, m *expv1.RedfishMaintenance, h
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if paused, err := r.paused(ctx, m, machine); err != nil || paused {
+		return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, err
+	}
 	switch m.Status.Stage {
 	case "", expv1.StagePending:
 		r.enter(m, expv1.StagePending)
@@ -258,6 +262,25 @@ func (r *Reconciler) advance(ctx context.Context, m *expv1.RedfishMaintenance, h
 		return r.work(ctx, m, host)
 	}
 	return ctrl.Result{}, nil
+}
+
+// paused holds a maintenance while it carries the cluster.x-k8s.io/paused annotation or the
+// Cluster of the Machine on its host is paused (clusterctl move pauses it: nothing may be deleted
+// then). The Paused condition says so; nothing moves until it is lifted.
+func (r *Reconciler) paused(ctx context.Context, m *expv1.RedfishMaintenance, machine *clusterv1.Machine) (bool, error) {
+	cluster := &clusterv1.Cluster{}
+	if machine != nil {
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: machine.Namespace, Name: machine.Spec.ClusterName}, cluster); client.IgnoreNotFound(err) != nil {
+			return false, err
+		}
+	}
+	if !annotations.IsPaused(cluster, m) {
+		conditions.Set(m, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionFalse, Reason: clusterv1.NotPausedReason})
+		return false, nil
+	}
+	conditions.Set(m, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionTrue, Reason: clusterv1.PausedReason,
+		Message: "The maintenance or the Cluster of the Machine on its host is paused"})
+	return true, nil
 }
 
 // approve records how the maintenance was approved; it starts at the next reconcile.
