@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -344,5 +346,19 @@ func TestMaintenanceScenarioMaintainsEveryWorkerHostOneAtATime(t *testing.T) {
 	}
 	if n := strings.Count(text, "technician: host"); n != 3 {
 		t.Errorf("%d maintenances completed by the technician, want 3:\n%s", n, text)
+	}
+	// The maintenance metrics the README lists, from the registry the manager serves.
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, f := range families {
+		got[f.GetName()] = len(f.GetMetric()) > 0
+	}
+	for _, name := range []string{"caprf_maintenance_stage", "caprf_maintenance_stage_duration_seconds", "caprf_maintenance_budget"} {
+		if !got[name] {
+			t.Errorf("metric %s has no series after the scenario", name)
+		}
 	}
 }
