@@ -8,12 +8,14 @@ import (
 	"context"
 	"net"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -62,12 +64,22 @@ var _ = BeforeSuite(func() {
 	seedListener, err := net.Listen("tcp", "127.0.0.1:0")
 	Expect(err).NotTo(HaveOccurred())
 	seedBaseURL = "http://" + seedListener.Addr().String()
+	// The first manager serves seeds on seedListener; one started by env.RestartManager listens
+	// on the same address again.
+	var listened atomic.Bool
+	listenSeed := func() (net.Listener, error) {
+		if listened.CompareAndSwap(false, true) {
+			return seedListener, nil
+		}
+		return net.Listen("tcp", seedListener.Addr().String())
+	}
 
 	env, err = testenv.Start(ctx, testenv.Options{
 		Logger: &logger,
 		SetupProvider: func(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache) error {
-			return provider.Setup(ctx, mgr, func() (net.Listener, error) { return seedListener, nil }, controllers.Options{
-				Controller:         controller.Options{MaxConcurrentReconciles: 10},
+			return provider.Setup(ctx, mgr, listenSeed, controllers.Options{
+				// SkipNameValidation: env.RestartManager registers the controllers again.
+				Controller:         controller.Options{MaxConcurrentReconciles: 10, SkipNameValidation: ptr.To(true)},
 				ClusterCache:       cc,
 				SeedBaseURL:        seedBaseURL,
 				PollInterval:       500 * time.Millisecond,

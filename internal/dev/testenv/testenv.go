@@ -100,6 +100,11 @@ type Environment struct {
 	cleanup func()
 	cancel  context.CancelFunc
 	done    chan error
+	// What startManager needs to start the manager again.
+	parent      context.Context
+	stopSources context.CancelFunc
+	opts        Options
+	scheme      *runtime.Scheme
 }
 
 // Scheme returns a scheme with the kinds the environment serves: core Kubernetes, CAPI (with the
@@ -163,7 +168,6 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 		}
 	}()
 
-	controllerName := fmt.Sprintf("caprf-testenv-%d", starts.Add(1))
 	scheme := Scheme()
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: wrapped,
@@ -210,60 +214,111 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 		}
 	}()
 
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: cmp.Or(opts.MetricsBindAddress, "0")},
+	e := &Environment{Config: cfg, env: env, kcm: kcm, cleanup: cleanupWrappers, parent: ctx, opts: opts, scheme: scheme}
+	if err := e.startManager(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			e.cancel()
+		}
+	}()
+	if err := labelForClusterctl(ctx, e.Client); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// startManager creates and starts a manager with the CAPI core controllers and webhooks and the
+// provider, and returns once its webhooks serve.
+func (e *Environment) startManager() error {
+	// client-go refuses a second informer name in one process: every manager gets its own.
+	controllerName := fmt.Sprintf("caprf-testenv-%d", starts.Add(1))
+	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+		Scheme:                  e.scheme,
+		Metrics:                 metricsserver.Options{BindAddress: cmp.Or(e.opts.MetricsBindAddress, "0")},
 		HealthProbeBindAddress:  "0",
-		Cache:                   setup.ManagerCacheOptions(scheme, controllerName, "", 10*time.Minute),
+		Cache:                   setup.ManagerCacheOptions(e.scheme, controllerName, "", 10*time.Minute),
 		Client:                  setup.ManagerClientOptions(),
 		GracefulShutdownTimeout: ptr.To(30 * time.Second),
 		WebhookServer: webhook.NewServer(webhook.Options{
-			Host:    env.WebhookInstallOptions.LocalServingHost,
-			Port:    env.WebhookInstallOptions.LocalServingPort,
-			CertDir: env.WebhookInstallOptions.LocalServingCertDir,
+			Host:    e.env.WebhookInstallOptions.LocalServingHost,
+			Port:    e.env.WebhookInstallOptions.LocalServingPort,
+			CertDir: e.env.WebhookInstallOptions.LocalServingCertDir,
 		}),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("creating manager: %w", err)
+		return fmt.Errorf("creating manager: %w", err)
 	}
-
-	ctx, cancel := context.WithCancel(ctx)
-	e := &Environment{Client: mgr.GetClient(), Config: cfg, Manager: mgr, env: env, kcm: kcm, cleanup: cleanupWrappers, cancel: cancel, done: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(e.parent)
+	e.Client, e.Manager, e.cancel, e.done = mgr.GetClient(), mgr, cancel, make(chan error, 1)
+	ok := false
 	defer func() {
-		if retErr != nil {
+		if !ok {
 			cancel()
+			if e.stopSources != nil {
+				e.stopSources()
+			}
 		}
 	}()
-
 	if err := index.AddDefaultIndexes(ctx, mgr); err != nil {
-		return nil, fmt.Errorf("adding CAPI indexes: %w", err)
+		return fmt.Errorf("adding CAPI indexes: %w", err)
 	}
 	if err := setupCAPIWebhooks(mgr); err != nil {
-		return nil, err
+		return err
 	}
-	if e.ClusterCache, err = setupCAPIControllers(ctx, mgr, controllerName, opts.Concurrency); err != nil {
-		return nil, err
+	sourcesCtx, stopSources := context.WithCancel(e.parent)
+	e.stopSources = stopSources
+	if e.ClusterCache, err = setupCAPIControllers(ctx, sourcesCtx, mgr, controllerName, e.opts.Concurrency); err != nil {
+		return err
 	}
-	if opts.SetupProvider != nil {
-		if err := opts.SetupProvider(ctx, mgr, e.ClusterCache); err != nil {
-			return nil, fmt.Errorf("setting up the provider: %w", err)
+	if e.opts.SetupProvider != nil {
+		if err := e.opts.SetupProvider(ctx, mgr, e.ClusterCache); err != nil {
+			return fmt.Errorf("setting up the provider: %w", err)
 		}
 	}
-
+	done := e.done
 	go func() {
 		err := mgr.Start(ctx)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "testenv: manager exited: %v\n", err)
 		}
-		e.done <- err
+		done <- err
 	}()
 	if err := e.waitForWebhooks(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	if err := labelForClusterctl(ctx, e.Client); err != nil {
-		return nil, err
+	ok = true
+	return nil
+}
+
+// stopManager stops the manager (letting running reconciles finish) and its ClusterCache.
+func (e *Environment) stopManager() error {
+	e.cancel()
+	var err error
+	select {
+	case err = <-e.done:
+	case <-time.After(45 * time.Second):
+		err = errors.New("manager did not stop within 45s")
 	}
-	return e, nil
+	e.stopSources()
+	// The ClusterCache's workload-cluster caches outlive the manager (they run on their own
+	// context); their open watches would keep kube-apiserver from exiting for a minute.
+	if cc, ok := e.ClusterCache.(interface{ Shutdown() }); ok {
+		cc.Shutdown()
+	}
+	return err
+}
+
+// RestartManager stops the manager (the CAPI controllers, webhooks and the provider, as a
+// restarted management-cluster process would lose them: caches, queues, in-memory state) and
+// starts a new one against the same API server. The Client, Manager and ClusterCache fields then
+// belong to the new manager: nothing may use the environment while it restarts.
+func (e *Environment) RestartManager() error {
+	if err := e.stopManager(); err != nil {
+		return err
+	}
+	return e.startManager()
 }
 
 // labelForClusterctl labels the Cluster API and provider CRDs as `clusterctl init` does: clusterctl
@@ -313,7 +368,7 @@ func setupCAPIWebhooks(mgr ctrl.Manager) error {
 	return nil
 }
 
-func setupCAPIControllers(ctx context.Context, mgr ctrl.Manager, controllerName string, concurrency int) (clustercache.ClusterCache, error) {
+func setupCAPIControllers(ctx, sourcesCtx context.Context, mgr ctrl.Manager, controllerName string, concurrency int) (clustercache.ClusterCache, error) {
 	secretClient, err := setup.CreateSecretCachingClient(mgr)
 	if err != nil {
 		return nil, fmt.Errorf("creating secret caching client: %w", err)
@@ -330,20 +385,21 @@ func setupCAPIControllers(ctx context.Context, mgr ctrl.Manager, controllerName 
 	if c, ok := cc.(interface{ SetConnectionCreationRetryInterval(time.Duration) }); ok {
 		c.SetConnectionCreationRetryInterval(2 * time.Second)
 	}
+	sources := drainingSources{ClusterCache: cc, ctx: sourcesCtx}
 	if err := (&cluster.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cc,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: sources,
 		RemoteConnectionGracePeriod: 50 * time.Second,
 	}).SetupWithManager(ctx, mgr, opts); err != nil {
 		return nil, fmt.Errorf("setting up CAPI Cluster controller: %w", err)
 	}
 	if err := (&machine.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cc,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: sources,
 		RemoteConditionsGracePeriod: 5 * time.Minute,
 	}).SetupWithManager(ctx, mgr, opts); err != nil {
 		return nil, fmt.Errorf("setting up CAPI Machine controller: %w", err)
 	}
 	if err := (&machineset.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: cc,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: sources,
 	}).SetupWithManager(ctx, mgr, opts); err != nil {
 		return nil, fmt.Errorf("setting up CAPI MachineSet controller: %w", err)
 	}
@@ -353,7 +409,7 @@ func setupCAPIControllers(ctx context.Context, mgr ctrl.Manager, controllerName 
 		return nil, fmt.Errorf("setting up CAPI MachineDeployment controller: %w", err)
 	}
 	if err := (&machinehealthcheck.Reconciler{
-		Client: mgr.GetClient(), ClusterCache: cc,
+		Client: mgr.GetClient(), ClusterCache: sources,
 	}).SetupWithManager(ctx, mgr, opts); err != nil {
 		return nil, fmt.Errorf("setting up CAPI MachineHealthCheck controller: %w", err)
 	}
@@ -426,19 +482,7 @@ func (e *Environment) waitForWebhooks(ctx context.Context) error {
 // Stop stops the manager and the control plane.
 func (e *Environment) Stop() error {
 	start := time.Now()
-	e.cancel()
-	var errs []error
-	select {
-	case err := <-e.done:
-		errs = append(errs, err)
-	case <-time.After(45 * time.Second):
-		errs = append(errs, errors.New("manager did not stop within 45s"))
-	}
-	// The ClusterCache's workload-cluster caches outlive the manager (they run on their own
-	// context); their open watches would keep kube-apiserver from exiting for a minute.
-	if cc, ok := e.ClusterCache.(interface{ Shutdown() }); ok {
-		cc.Shutdown()
-	}
+	errs := []error{e.stopManager()}
 	managerStopped := time.Since(start)
 	errs = append(errs, e.kcm.Stop(), e.env.Stop())
 	e.cleanup()

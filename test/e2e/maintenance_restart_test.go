@@ -1,0 +1,210 @@
+package e2e
+
+import (
+	"maps"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/dev/testenv"
+)
+
+// approve gives the owner's approval of a maintenance on the RedfishMachine that claims its host.
+func (b *bed) approve(name string) {
+	GinkgoHelper()
+	m := b.maintenanceNamed(name)
+	Eventually(func(g Gomega) {
+		h := &infrav1.RedfishHost{}
+		g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: m.Spec.HostName}, h)).To(Succeed())
+		g.Expect(h.Status.Claim).NotTo(BeNil())
+		rm := &infrav1.RedfishMachine{}
+		g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: h.Status.Claim.Consumer.Name}, rm)).To(Succeed())
+		before := rm.DeepCopy()
+		rm.Spec.MaintenanceApprovals = append(rm.Spec.MaintenanceApprovals, infrav1.MaintenanceApproval{Name: m.Name, UID: string(m.UID)})
+		g.Expect(env.Patch(ctx, rm, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))).To(Succeed())
+	}).Should(Succeed())
+}
+
+// complete sets spec.complete on a maintenance whose task waits for a person.
+func (b *bed) complete(name string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		m := &expv1.RedfishMaintenance{}
+		g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: name}, m)).To(Succeed())
+		before := m.DeepCopy()
+		m.Spec.Complete = true
+		g.Expect(env.Patch(ctx, m, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))).To(Succeed())
+	}).Should(Succeed())
+}
+
+// machineDeletions counts, from a watch on the API server, the Machines of the namespace that
+// were ever marked for deletion, by UID.
+func machineDeletions(ns string) func() map[types.UID]int {
+	GinkgoHelper()
+	wc, err := testenv.NewWatchClient(env.Config)
+	Expect(err).NotTo(HaveOccurred())
+	w, err := wc.Watch(ctx, &clusterv1.MachineList{}, client.InNamespace(ns))
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(w.Stop)
+	var mu sync.Mutex
+	deleting := map[types.UID]bool{}
+	count := map[types.UID]int{}
+	go func() {
+		for ev := range w.ResultChan() {
+			m, ok := ev.Object.(*clusterv1.Machine)
+			if !ok || (ev.Type != watch.Modified && ev.Type != watch.Deleted) {
+				continue
+			}
+			mu.Lock()
+			// A Machine is marked once; a second mark would be a second deletion (recreated UID
+			// aside, which a UID rules out).
+			if (!m.DeletionTimestamp.IsZero() || ev.Type == watch.Deleted) && !deleting[m.UID] {
+				deleting[m.UID] = true
+				count[m.UID]++
+			}
+			mu.Unlock()
+		}
+	}()
+	return func() map[types.UID]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(count)
+	}
+}
+
+// maintenanceRun is what one run of the restart scenario did, as the simulator and the API server
+// saw it.
+type maintenanceRun struct {
+	restarts int
+	resets   map[string]int // accepted ComputerSystem.Reset by type, whole fleet
+	boots    int
+	deleted  map[types.UID]int
+	recorded []string // the Machine UIDs the maintenances recorded
+}
+
+// runMaintenancesWith plays three maintenances on the three workers of a fresh cluster (two
+// OwnerApproval ones the test approves, one Enforced holding the power that the test completes),
+// calling restart each time anything a user watches changes: a maintenance's stage or reason, a
+// host's state, a Machine's phase.
+func runMaintenancesWith(name string, restart func()) maintenanceRun {
+	GinkgoHelper()
+	b, _ := clusterWithWorkers(name, 7, 3)
+	deletions := machineDeletions(b.ns)
+	workers := b.machines("workers")
+	sort.Slice(workers, func(i, j int) bool { return workers[i].Name < workers[j].Name })
+	names := []string{"bios-fix", "nic-firmware", "psu-swap"}
+	b.maintenance(names[0], b.hostOf(workers[0]), expv1.OwnerApproval)
+	b.maintenance(names[1], b.hostOf(workers[1]), expv1.OwnerApproval)
+	b.maintenance(names[2], b.hostOf(workers[2]), expv1.Enforced, holdPower)
+	approved, completed := map[string]bool{}, false
+
+	run := maintenanceRun{}
+	last := ""
+	Eventually(func(g Gomega) {
+		snap, ms, booting := b.snapshot()
+		// Not while a host boots: the seed server that serves its boot medium runs in the manager,
+		// and a medium read during the outage fails that boot (in production a second replica
+		// serves it).
+		if snap != last && !booting {
+			last = snap
+			restart()
+			run.restarts++
+		}
+		for _, m := range ms {
+			switch {
+			case m.Status.Stage == expv1.StageAnnounced && m.Spec.Policy == expv1.OwnerApproval && !approved[m.Name]:
+				b.approve(m.Name)
+				approved[m.Name] = true
+			case m.Status.Stage == expv1.StageInMaintenance && m.Name == names[2] && !completed:
+				b.complete(m.Name)
+				completed = true
+			}
+		}
+		for _, m := range ms {
+			g.Expect(m.Status.Stage).To(Equal(expv1.StageCompleted), "%s: %s\n%s", m.Name, describeMaintenance(&m), b.dump())
+		}
+	}, 5*time.Minute, 300*time.Millisecond).Should(Succeed())
+	b.waitRunning("workers", 3)
+
+	for _, n := range names {
+		m := b.maintenanceNamed(n)
+		var stages []expv1.MaintenanceStage
+		for _, s := range m.Status.Stages {
+			stages = append(stages, s.Stage)
+		}
+		Expect(stages).To(Equal([]expv1.MaintenanceStage{expv1.StagePending, expv1.StageAnnounced, expv1.StageApproved,
+			expv1.StageDraining, expv1.StageInMaintenance, expv1.StageCompleted}), "maintenance %s went through a stage twice", n)
+		run.recorded = append(run.recorded, m.Status.MachineUID)
+	}
+	run.resets, run.deleted = map[string]int{}, deletions()
+	for _, s := range b.fleet.Servers {
+		st := s.Stats()
+		for k, v := range st.Resets {
+			run.resets[k] += v
+		}
+		run.boots += st.Boots
+	}
+	return run
+}
+
+// snapshot describes what a user watching the namespace sees change: the maintenances' stages and
+// reasons, the hosts' states and the Machines' phases; and whether a host is booting.
+func (b *bed) snapshot() (string, []expv1.RedfishMaintenance, bool) {
+	GinkgoHelper()
+	var parts []string
+	ms := &expv1.RedfishMaintenanceList{}
+	Expect(env.List(ctx, ms, client.InNamespace(b.ns))).To(Succeed())
+	for _, m := range ms.Items {
+		parts = append(parts, m.Name+"="+string(m.Status.Stage)+"/"+conditions.GetReason(&m, infrav1.ReadyCondition))
+	}
+	booting := false
+	for _, h := range b.hosts() {
+		parts = append(parts, h.Name+"="+string(h.Status.State))
+		booting = booting || h.Status.State == infrav1.HostStateProvisioning
+	}
+	machines := &clusterv1.MachineList{}
+	Expect(env.List(ctx, machines, client.InNamespace(b.ns))).To(Succeed())
+	for _, m := range machines.Items {
+		parts = append(parts, m.Name+"="+m.Status.Phase)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " "), ms.Items, booting
+}
+
+var _ = Describe("Maintenances across manager restarts", func() {
+	It("loses, repeats and doubles nothing when the manager restarts at every step of several maintenances", Label("maintenance-restart"), func() {
+		By("a run without restarts, for the power actions and Machine deletions the work takes")
+		control := runMaintenancesWith("mctl", func() {})
+
+		By("the same run with the manager (CAPI's controllers and webhooks, and this provider) restarted at every step")
+		restarted := runMaintenancesWith("mrestart", func() {
+			Expect(env.RestartManager()).To(Succeed())
+		})
+		GinkgoWriter.Printf("restarts: %d; resets %v vs %v without; boots %d vs %d\n", restarted.restarts, restarted.resets, control.resets, restarted.boots, control.boots)
+		Expect(restarted.restarts).To(BeNumerically(">=", 10))
+
+		By("each maintenance's Machine deleted once, and no other Machine")
+		for _, run := range []maintenanceRun{control, restarted} {
+			var deleted []string
+			for uid, n := range run.deleted {
+				Expect(n).To(Equal(1), "Machine %s marked for deletion %d times", uid, n)
+				deleted = append(deleted, string(uid))
+			}
+			Expect(deleted).To(ConsistOf(run.recorded))
+		}
+		By("no power action the run without restarts did not make")
+		Expect(restarted.resets).To(Equal(control.resets))
+		Expect(restarted.boots).To(Equal(control.boots))
+	})
+})
