@@ -291,6 +291,12 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 		r.event(h, "Provisioned", "Provision", "%s %s joined its cluster", c.Consumer.Kind, c.Consumer.Name)
 		return ctrl.Result{}, nil // the status change wakes the next state
 	}
+	if len(h.Spec.RebootRequests) > 0 && s.power == bmc.PowerOff {
+		// A reboot request (a maintenance, a remediation, an operator) holds the power off: the
+		// claim's boot waits until the last one is gone, and nothing is powered on meanwhile.
+		r.event(h, "BootHeld", "Provision", "the boot for %s %s waits: %s", c.Consumer.Kind, c.Consumer.Name, requestors(h))
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
 	if h.Status.BootIssuedAt != nil {
 		return r.powerOnOnce(ctx, s)
 	}
@@ -355,6 +361,15 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 	h.Status.BootIssuedAt = &now
 	r.event(h, "Provisioning", "Provision", "booting %s for %s %s", c.BootMethod, c.Consumer.Kind, c.Consumer.Name)
 	return ctrl.Result{RequeueAfter: time.Millisecond}, nil // the power-on follows once this is stored
+}
+
+// requestors says who holds the host's power off.
+func requestors(h *infrav1.RedfishHost) string {
+	names := make([]string, 0, len(h.Spec.RebootRequests))
+	for _, q := range h.Spec.RebootRequests {
+		names = append(names, q.Requestor)
+	}
+	return "reboot requests of " + strings.Join(names, ", ") + " hold the power off"
 }
 
 // powerOnOnce sends the provisioning power-on recorded in status.bootIssuedAt, resuming from the

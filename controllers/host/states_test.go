@@ -230,6 +230,22 @@ func TestHostStateMachine(t *testing.T) {
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning), booted},
 			bmc:  fakeBMC{power: bmc.PowerOn},
 			want: want{state: infrav1.HostStateProvisioning, requeue: check}},
+		{name: "provisioning while a reboot request holds the power: no boot prepared, nothing powered on",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning), func(h *infrav1.RedfishHost) {
+				h.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "ops/psu-check", Mode: infrav1.RebootModeHard}}
+			}},
+			bmc:  fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateProvisioning, requeue: poll, check: func(t *testing.T, h *infrav1.RedfishHost) {
+				if h.Status.BootIssuedAt != nil {
+					t.Error("a boot was recorded")
+				}
+			}}},
+		{name: "boot recorded, server off, a reboot request arrived meanwhile: the power-on waits",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning), booted, func(h *infrav1.RedfishHost) {
+				h.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "maintenance/dimm", Mode: infrav1.RebootModeHard}}
+			}},
+			bmc:  fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateProvisioning, requeue: poll}},
 		{name: "provisioned with a Hard reboot request: forced off",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned = true }), func(h *infrav1.RedfishHost) {
 				h.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "maintenance/bios", Mode: infrav1.RebootModeHard}}

@@ -152,8 +152,9 @@ func (r *Reconciler) candidates(ctx context.Context, s *scope, hosts []infrav1.R
 		if s.rm.Spec.NodeReuse && owner != nil && r.releasingFor(ctx, h, owner) {
 			releasing = true
 		}
-		if h.Status.State != infrav1.HostStateAvailable || h.Status.Claim != nil || h.Spec.Cordon != nil || !h.DeletionTimestamp.IsZero() || annotations.HasPaused(h) {
-			continue // a paused host would never boot for the claim
+		if h.Status.State != infrav1.HostStateAvailable || h.Status.Claim != nil || h.Spec.Cordon != nil || !h.DeletionTimestamp.IsZero() || annotations.HasPaused(h) ||
+			len(h.Spec.RebootRequests) > 0 {
+			continue // a paused host, or one whose power a reboot request holds off, would not boot for the claim
 		}
 		if !sel.Matches(labels.Set(h.Labels)) || (fd != "" && h.Labels[fdLabel] != fd) {
 			continue

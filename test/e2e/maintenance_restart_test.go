@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -9,6 +11,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -208,3 +211,84 @@ var _ = Describe("Maintenances across manager restarts", func() {
 		Expect(restarted.boots).To(Equal(control.boots))
 	})
 })
+
+// setRebootRequest adds or removes a reboot request of requestor on a host.
+func (b *bed) setRebootRequest(host, requestor string, want bool) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		h := &infrav1.RedfishHost{}
+		g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: host}, h)).To(Succeed())
+		before := h.DeepCopy()
+		h.Spec.RebootRequests = slices.DeleteFunc(h.Spec.RebootRequests, func(q infrav1.RebootRequest) bool { return q.Requestor == requestor })
+		if want {
+			h.Spec.RebootRequests = append(h.Spec.RebootRequests, infrav1.RebootRequest{Requestor: requestor, Mode: infrav1.RebootModeHard})
+		}
+		g.Expect(env.Patch(ctx, h, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))).To(Succeed())
+	}).Should(Succeed())
+}
+
+var _ = Describe("Several maintenances on one host", func() {
+	It("approves each on its own, merges their power holds with a reboot request, and hands the host back only when all are done", Label("maintenance-merge"), func() {
+		// The control plane's server, the worker's, and one spare for its replacement.
+		b, md := clusterWithWorkers("mmerge", 3, 1)
+		machine := b.machines("workers")[0]
+		host := b.hostOf(machine)
+		server := b.server(host)
+		b.maintenance("bmc-firmware", host, expv1.OwnerApproval, holdPower)
+		b.maintenance("dimm-swap", host, expv1.OwnerApproval, holdPower)
+		Eventually(func(g Gomega) {
+			rm := &infrav1.RedfishMachine{}
+			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: machine.Spec.InfrastructureRef.Name}, rm)).To(Succeed())
+			g.Expect(rm.Status.Maintenances).To(ConsistOf(HaveField("Name", "bmc-firmware"), HaveField("Name", "dimm-swap")))
+		}).Should(Succeed())
+
+		By("approving one: the other is not approved by it while the Machine runs")
+		b.approve("bmc-firmware")
+		first := b.waitStage("bmc-firmware", expv1.StageInMaintenance)
+		b.waitRunning("workers", 1)
+		Expect(b.hostOf(b.machines("workers")[0])).NotTo(Equal(host))
+		second := b.waitStage("dimm-swap", expv1.StageInMaintenance)
+		Expect(second.Status.ApprovedBy).To(BeElementOf("MachineDeleted", "Unclaimed"), "approved by the other maintenance's approval")
+		Expect(stageTime(second, expv1.StageApproved).Time).NotTo(BeTemporally("<", stageTime(first, expv1.StageDraining).Time),
+			"approved before the approved maintenance took the Machine away")
+
+		By("a third requestor's reboot request on the host, and a worker waiting for a host")
+		b.setRebootRequest(host, "ops/psu-check", true)
+		Eventually(server.PowerState).Should(Equal("Off"))
+		boots := server.Stats().Boots
+		scale(md, 2)
+		heldOff := func(g Gomega) {
+			g.Expect(server.PowerState()).To(Equal("Off"))
+			g.Expect(server.Stats().Boots).To(Equal(boots), "the host was powered on while held")
+			h := &infrav1.RedfishHost{}
+			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: host}, h)).To(Succeed())
+			g.Expect(h.Status.Claim).To(BeNil(), "the held host was claimed")
+		}
+
+		By("completing one maintenance: the other and the reboot request still hold the host")
+		b.complete("bmc-firmware")
+		b.waitStage("bmc-firmware", expv1.StageCompleted)
+		Consistently(heldOff, 3*time.Second).Should(Succeed())
+
+		By("completing the other: the reboot request still holds the power")
+		b.complete("dimm-swap")
+		b.waitStage("dimm-swap", expv1.StageCompleted)
+		Consistently(heldOff, 3*time.Second).Should(Succeed())
+
+		By("withdrawing the reboot request: the waiting worker gets the host")
+		b.setRebootRequest(host, "ops/psu-check", false)
+		b.waitRunning("workers", 2)
+		Expect(slices.ContainsFunc(b.machines("workers"), func(m clusterv1.Machine) bool { return b.hostOf(m) == host })).To(BeTrue())
+	})
+})
+
+func stageTime(m *expv1.RedfishMaintenance, s expv1.MaintenanceStage) metav1.Time {
+	GinkgoHelper()
+	for _, st := range m.Status.Stages {
+		if st.Stage == s {
+			return st.Time
+		}
+	}
+	Fail(fmt.Sprintf("maintenance %s never entered %s", m.Name, s))
+	return metav1.Time{}
+}

@@ -140,11 +140,15 @@ func budgetOf(p *expv1.RedfishMaintenancePolicy, hosts []infrav1.RedfishHost, ms
 	return b, names, nil
 }
 
-// allows says whether one more host may go into maintenance: the host counts as unavailable
-// already when it is not Ready (taking it changes nothing).
-func (b budget) allows(hostAlreadyUnavailable bool) (bool, string) {
+// allows says whether one more host may go into maintenance. A host already unavailable (not
+// Ready) changes nothing in maxUnavailable by being taken; one that another maintenance already
+// holds (several maintenances on one host) changes nothing in either count.
+func (b budget) allows(alreadyUnavailable, alreadyInMaintenance bool) (bool, string) {
+	if alreadyInMaintenance {
+		return true, ""
+	}
 	extra := 1
-	if hostAlreadyUnavailable {
+	if alreadyUnavailable {
 		extra = 0
 	}
 	if b.unavailable+extra > b.maxUnavailable {
@@ -221,6 +225,9 @@ func (r *Reconciler) gateOpen(ctx context.Context, m *expv1.RedfishMaintenance, 
 	if err := r.APIReader.List(ctx, ms, client.InNamespace(m.Namespace)); err != nil {
 		return false, "", "", 0, err
 	}
+	// Another maintenance already has this host out: taking it again costs no budget and waits
+	// for no one.
+	hostHeld := holding(ms.Items, m.Name)[host.Name]
 	now := r.Now()
 	limit := 1 // the MachineDeployment's share of the budget: the strictest policy's maxUnavailable
 	governed := false
@@ -244,17 +251,17 @@ func (r *Reconciler) gateOpen(ctx context.Context, m *expv1.RedfishMaintenance, 
 			return false, WaitingForWindowReason, fmt.Sprintf("RedfishMaintenancePolicy %s: the next window opens at %s", p.Name, next.UTC().Format(time.RFC3339)),
 				min(max(next.Sub(now), time.Second), 10*r.PollInterval), nil
 		}
-		if ok, why := b.allows(!conditions.IsTrue(host, infrav1.ReadyCondition)); !ok {
+		if ok, why := b.allows(!conditions.IsTrue(host, infrav1.ReadyCondition), hostHeld); !ok {
 			return false, WaitingForBudgetReason, fmt.Sprintf("RedfishMaintenancePolicy %s: %s", p.Name, why), r.PollInterval, nil
 		}
-		if first := firstWaiting(ms.Items, names); first != nil && first.Name != m.Name {
+		if first := firstWaiting(ms.Items, names); !hostHeld && first != nil && first.Name != m.Name {
 			return false, WaitingForBudgetReason, fmt.Sprintf("RedfishMaintenancePolicy %s: maintenance %s (priority %d) goes first", p.Name, first.Name, first.Spec.Priority), r.PollInterval, nil
 		}
 	}
 	if !governed {
 		// No policy selects the host: one such maintenance at a time in the namespace.
 		for _, o := range ms.Items {
-			if o.Name != m.Name && (o.Status.Stage == expv1.StageDraining || o.Status.Stage == expv1.StageInMaintenance) && !r.governed(policies.Items, hosts.Items, o.Spec.HostName) {
+			if o.Name != m.Name && o.Spec.HostName != host.Name && (o.Status.Stage == expv1.StageDraining || o.Status.Stage == expv1.StageInMaintenance) && !r.governed(policies.Items, hosts.Items, o.Spec.HostName) {
 				return false, WaitingForBudgetReason, fmt.Sprintf("No RedfishMaintenancePolicy selects host %s: one such maintenance at a time, and %s is under way", host.Name, o.Name), r.PollInterval, nil
 			}
 		}

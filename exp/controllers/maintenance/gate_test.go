@@ -74,12 +74,12 @@ func TestBudgetCountsHostsUnavailableForAnyReason(t *testing.T) {
 	if len(names) != 4 || b.unavailable != 2 || b.inMaintenance != 1 {
 		t.Fatalf("budget %+v over %v, want 4 hosts, 2 unavailable, 1 in maintenance", b, names)
 	}
-	if ok, why := b.allows(false); ok {
+	if ok, why := b.allows(false, false); ok {
 		t.Errorf("a third unavailable host allowed under maxUnavailable 2")
 	} else if why == "" {
 		t.Error("no reason given")
 	}
-	if ok, _ := b.allows(true); !ok {
+	if ok, _ := b.allows(true, false); !ok {
 		t.Error("a host that is already unavailable changes nothing, but was refused")
 	}
 	pct := intstr.FromString("10%") // of 5 hosts: 0.5, at least 1
@@ -91,9 +91,12 @@ func TestBudgetCountsHostsUnavailableForAnyReason(t *testing.T) {
 	five := intstr.FromInt32(5)
 	p.Spec.MaxUnavailable, p.Spec.MaxParallel = &five, &one
 	b, _, _ = budgetOf(p, hosts, ms, "")
-	if ok, why := b.allows(false); ok {
+	if ok, why := b.allows(false, false); ok {
 		t.Errorf("maxParallel 1 with two hosts in maintenance allowed a third (%+v)", b)
 	} else if why == "" {
 		t.Error("no reason given")
+	}
+	if ok, why := b.allows(false, true); !ok {
+		t.Errorf("a second maintenance of a host already in maintenance takes no budget, but was refused: %s", why)
 	}
 }
