@@ -234,7 +234,7 @@ func TestHostStateMachine(t *testing.T) {
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning), func(h *infrav1.RedfishHost) {
 				h.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "ops/psu-check", Mode: infrav1.RebootModeHard}}
 			}},
-			bmc:  fakeBMC{power: bmc.PowerOff},
+			bmc: fakeBMC{power: bmc.PowerOff},
 			want: want{state: infrav1.HostStateProvisioning, requeue: poll, check: func(t *testing.T, h *infrav1.RedfishHost) {
 				if h.Status.BootIssuedAt != nil {
 					t.Error("a boot was recorded")
