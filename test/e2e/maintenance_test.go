@@ -9,9 +9,11 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -81,6 +83,22 @@ func clusterWithWorkers(name string, servers int, workers int32) (*bed, *cluster
 	return b, md
 }
 
+// runningPod creates a pod bound to a Node and reports it Running and Ready, as the Node's kubelet
+// would. It ends at once when deleted (no grace period): there is no kubelet to stop it.
+func (b *bed) runningPod(name, node string, labels map[string]string) *corev1.Pod {
+	GinkgoHelper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: name, Labels: labels},
+		Spec: corev1.PodSpec{NodeName: node, TerminationGracePeriodSeconds: ptr.To(int64(0)),
+			Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
+	}
+	Expect(env.Create(ctx, pod)).To(Succeed())
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
+	Expect(env.Status().Update(ctx, pod)).To(Succeed())
+	return pod
+}
+
 var holdPower = expv1.MaintenanceTask{PowerOffAndHold: &expv1.PowerOffAndHold{}}
 
 var _ = Describe("The maintenance handshake", func() {
@@ -117,13 +135,41 @@ var _ = Describe("The maintenance handshake", func() {
 		rm.Spec.MaintenanceApprovals = []infrav1.MaintenanceApproval{{Name: "dimm-swap", UID: "00000000-0000-0000-0000-000000000000"}}
 		Expect(env.Patch(ctx, rm, client.MergeFrom(before))).To(MatchError(ContainSubstring("this approval is for another maintenance")))
 
+		By("a pod on the Node that a PodDisruptionBudget protects (the only healthy one of its app)")
+		Expect(env.Create(ctx, &policyv1.PodDisruptionBudget{
+			ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "web"},
+			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+		})).To(Succeed())
+		webOnHost := b.runningPod("web-0", machine.Status.NodeRef.Name, map[string]string{"app": "web"})
+
 		By("the owner approving it by name and UID")
 		Expect(env.Get(ctx, client.ObjectKeyFromObject(rm), rm)).To(Succeed())
 		before = rm.DeepCopy()
 		rm.Spec.MaintenanceApprovals = []infrav1.MaintenanceApproval{{Name: "dimm-swap", UID: string(m.UID)}}
 		Expect(env.Patch(ctx, rm, client.MergeFrom(before))).To(Succeed())
 
-		By("CAPI draining and deleting the Machine, the MachineSet replacing it on another host")
+		By("CAPI draining the Node: the eviction refused while it would break the PodDisruptionBudget")
+		blocked := func(g Gomega) {
+			got := &clusterv1.Machine{}
+			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(&machine), got)).To(Succeed())
+			g.Expect(got.DeletionTimestamp.IsZero()).To(BeFalse(), "the Machine is not being deleted")
+			g.Expect(conditions.Get(got, clusterv1.MachineDeletingCondition)).To(And(Not(BeNil()),
+				HaveField("Message", ContainSubstring("violate the pod's disruption budget"))))
+			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(webOnHost), &corev1.Pod{})).To(Succeed())
+			g.Expect(b.maintenanceNamed("dimm-swap").Status.Stage).To(Equal(expv1.StageDraining))
+		}
+		Eventually(blocked).Should(Succeed())
+		Consistently(blocked, 3*time.Second).Should(Succeed())
+		By("a second healthy pod of the app elsewhere: the eviction goes through")
+		cpMachines := &clusterv1.MachineList{}
+		Expect(env.List(ctx, cpMachines, client.InNamespace(b.ns), client.HasLabels{clusterv1.MachineControlPlaneLabel})).To(Succeed())
+		b.runningPod("web-1", cpMachines.Items[0].Status.NodeRef.Name, map[string]string{"app": "web"})
+		Eventually(func() bool {
+			return apierrors.IsNotFound(env.Get(ctx, client.ObjectKeyFromObject(webOnHost), &corev1.Pod{}))
+		}).Should(BeTrue(), "the protected pod was never evicted")
+
+		By("CAPI deleting the Machine, the MachineSet replacing it on another host")
 		Eventually(func(g Gomega) {
 			err := env.Get(ctx, client.ObjectKeyFromObject(&machine), &clusterv1.Machine{})
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Machine %s still exists", machine.Name)

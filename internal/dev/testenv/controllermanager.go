@@ -22,9 +22,10 @@ import (
 
 // ControllerManagerControllers are the kube-controller-manager controllers the environment runs:
 // those of a real cluster that this provider's behaviour depends on. envtest alone has none, so
-// without them an object owned by a deleted object is never collected and a deleted namespace
-// stays Terminating forever.
-var ControllerManagerControllers = []string{"garbagecollector", "namespace"}
+// without them an object owned by a deleted object is never collected, a deleted namespace stays
+// Terminating forever, and a PodDisruptionBudget never gets the status evictions are checked
+// against (every eviction it covers is refused).
+var ControllerManagerControllers = []string{"garbagecollector", "namespace", "disruption"}
 
 // controllerManager is a kube-controller-manager process (built by hack/envtest-assets.sh) pointed
 // at the environment's API server.
@@ -94,7 +95,7 @@ func startControllerManager(assets string, cfg *rest.Config, logger logr.Logger)
 		close(m.exited)
 		if !m.stopping.Load() {
 			// Garbage collection and namespace deletion stop with it: say so where tests look.
-			log.Error(err, "kube-controller-manager exited on its own: garbage collection and namespace deletion no longer run")
+			log.Error(err, "kube-controller-manager exited on its own: garbage collection, namespace deletion and disruption budgets no longer run")
 			fmt.Fprintf(os.Stderr, "testenv: kube-controller-manager exited on its own: %v\n", err)
 		}
 		m.done <- err

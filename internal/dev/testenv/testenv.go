@@ -1,5 +1,5 @@
 // Package testenv runs a real Kubernetes control plane (envtest: kube-apiserver + etcd built from
-// the Go module proxy, plus kube-controller-manager for garbage collection and namespace deletion)
+// the Go module proxy, plus kube-controller-manager for garbage collection, namespace deletion and disruption budgets)
 // with the real Cluster API core controllers and admission webhooks in process. Every Cluster's workload kubeconfig points back at the same API server, so Nodes created
 // here are the workload Nodes CAPI sees, cordons and drains. Test suites, test/e2e and the
 // embedded demo all start their control plane through this package.
