@@ -54,7 +54,7 @@ func (r *Reconciler) claimHost(ctx context.Context, s *scope) (ctrl.Result, erro
 
 	owner := claim.Owner(s.machine, s.cluster)
 	fdLabel := r.failureDomainLabel(ctx, s.cluster)
-	candidates, waitForReuse, err := r.candidates(ctx, s, hosts.Items, owner, fdLabel)
+	candidates, waitingFor, err := r.candidates(ctx, s, hosts.Items, owner, fdLabel)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -77,8 +77,8 @@ func (r *Reconciler) claimHost(ctx context.Context, s *scope) (ctrl.Result, erro
 		}
 	}
 	msg := "No available host in namespace " + rm.Namespace + " matches the selector and failure domain"
-	if waitForReuse {
-		msg = "nodeReuse: waiting for a host this owner is releasing"
+	if waitingFor != "" {
+		msg = waitingFor
 	} else if n := r.availableElsewhere(ctx, rm); n > 0 {
 		msg += fmt.Sprintf("; %d Available hosts matching the selector exist in other namespaces, but a Machine only claims hosts of its own namespace", n)
 	}
@@ -129,25 +129,31 @@ func claimedBy(h *infrav1.RedfishHost, rm *infrav1.RedfishMachine) bool {
 // candidates returns the hosts this machine may claim, best first. With nodeReuse, hosts
 // reserved for the machine's owner come first, and while the owner is still releasing hosts
 // (a rollout replacing its machines) the machine waits for them instead of taking a fresh one.
-func (r *Reconciler) candidates(ctx context.Context, s *scope, hosts []infrav1.RedfishHost, owner *infrav1.ObjectRef, fdLabel string) ([]*infrav1.RedfishHost, bool, error) {
+func (r *Reconciler) candidates(ctx context.Context, s *scope, hosts []infrav1.RedfishHost, owner *infrav1.ObjectRef, fdLabel string) ([]*infrav1.RedfishHost, string, error) {
 	sel := labels.Everything()
 	if s.rm.Spec.HostSelector != nil {
 		var err error
 		if sel, err = metav1.LabelSelectorAsSelector(s.rm.Spec.HostSelector); err != nil {
-			return nil, false, fmt.Errorf("spec.hostSelector: %w", err)
+			return nil, "", fmt.Errorf("spec.hostSelector: %w", err)
 		}
 	}
 	fd := s.machine.Spec.FailureDomain
 	held, err := r.heldForMaintenance(ctx, s.rm.Namespace)
 	if err != nil {
-		return nil, false, err
+		return nil, "", err
 	}
 	var reserved, free []*infrav1.RedfishHost
-	releasing := false
+	releasing, comingBack := false, ""
 	for i := range hosts {
 		h := &hosts[i]
-		if held[h.Name] {
-			continue // released into a maintenance: never claimed meanwhile
+		if m, ok := held[h.Name]; ok {
+			// Released into a maintenance: never claimed meanwhile. One in mode Reuse gives the host
+			// back to its owner's Machines, which wait for it.
+			if m.reuse && owner != nil && ((h.Status.Claim != nil && h.Status.Claim.Owner != nil && *h.Status.Claim.Owner == *owner) ||
+				(h.Status.ReservedFor != nil && *h.Status.ReservedFor == *owner)) {
+				comingBack = fmt.Sprintf("maintenance %s (mode Reuse) gives host %s back to %s %s when it is done: waiting for it", m.name, h.Name, owner.Kind, owner.Name)
+			}
+			continue
 		}
 		if s.rm.Spec.NodeReuse && owner != nil && r.releasingFor(ctx, h, owner) {
 			releasing = true
@@ -168,15 +174,18 @@ func (r *Reconciler) candidates(ctx context.Context, s *scope, hosts []infrav1.R
 	}
 	sort.Slice(reserved, func(i, j int) bool { return reserved[i].Name < reserved[j].Name })
 	rand.Shuffle(len(free), func(i, j int) { free[i], free[j] = free[j], free[i] }) // spread racing machines
+	if comingBack != "" {
+		return nil, comingBack, nil
+	}
 	if s.rm.Spec.NodeReuse && owner != nil {
 		if len(reserved) > 0 {
-			return reserved, false, nil
+			return reserved, "", nil
 		}
 		if releasing {
-			return nil, true, nil
+			return nil, "nodeReuse: waiting for a host this owner is releasing", nil
 		}
 	}
-	return append(reserved, free...), false, nil
+	return append(reserved, free...), "", nil
 }
 
 // availableElsewhere counts the Available, unclaimed hosts in other namespaces that match the
@@ -270,10 +279,16 @@ func (r *Reconciler) failureDomainLabel(ctx context.Context, cluster *clusterv1.
 	return infrav1.FailureDomainLabel
 }
 
+// heldBy is the maintenance that holds a host.
+type heldBy struct {
+	name  string
+	reuse bool // mode Reuse: the host goes back to its owner
+}
+
 // heldForMaintenance lists the hosts of the namespace a RedfishMaintenance holds (approved and
 // not ended, or failed). Read from the API server: a maintenance that was just approved must
 // win over a claim made a moment later.
-func (r *Reconciler) heldForMaintenance(ctx context.Context, namespace string) (map[string]bool, error) {
+func (r *Reconciler) heldForMaintenance(ctx context.Context, namespace string) (map[string]heldBy, error) {
 	if !r.Maintenance {
 		return nil, nil
 	}
@@ -281,10 +296,11 @@ func (r *Reconciler) heldForMaintenance(ctx context.Context, namespace string) (
 	if err := r.APIReader.List(ctx, list, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("listing maintenances: %w", err)
 	}
-	held := map[string]bool{}
+	held := map[string]heldBy{}
 	for _, m := range list.Items {
 		if m.Status.Stage.Holds() {
-			held[m.Spec.HostName] = true
+			h := held[m.Spec.HostName]
+			held[m.Spec.HostName] = heldBy{name: m.Name, reuse: h.reuse || m.Spec.Mode == expv1.Reuse}
 		}
 	}
 	return held, nil

@@ -37,8 +37,35 @@ func (v *Maintenance) ValidateCreate(ctx context.Context, m *expv1.RedfishMainte
 		if apierrors.IsNotFound(err) {
 			warnings = append(warnings, fmt.Sprintf("RedfishHost %s does not exist in namespace %s; the maintenance waits (HostNotFound) until it does", m.Spec.HostName, m.Namespace))
 		}
+		if err := conflictingMode(ctx, v.Reader, m); err != nil {
+			return warnings, err
+		}
 	}
 	return warnings, nil
+}
+
+// conflictingMode refuses a maintenance whose mode contradicts one that is under way on the same
+// host: Reuse gives the host back to its Machine's owner, Replace does not.
+func conflictingMode(ctx context.Context, reader client.Reader, m *expv1.RedfishMaintenance) error {
+	list := &expv1.RedfishMaintenanceList{}
+	if err := reader.List(ctx, list, client.InNamespace(m.Namespace)); err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("listing maintenances: %w", err))
+	}
+	mode := m.Spec.Mode
+	if mode == "" {
+		mode = expv1.Replace
+	}
+	for _, o := range list.Items {
+		other := o.Spec.Mode
+		if other == "" {
+			other = expv1.Replace
+		}
+		if o.Spec.HostName == m.Spec.HostName && o.Name != m.Name && o.Status.Stage.Active() && o.DeletionTimestamp.IsZero() && other != mode {
+			return invalidExp("RedfishMaintenance", m.Name, field.ErrorList{field.Invalid(field.NewPath("spec", "mode"), string(mode),
+				fmt.Sprintf("maintenance %s of host %s is under way in mode %s: a second maintenance of the host must use the same mode (or wait until it ends)", o.Name, m.Spec.HostName, other))})
+		}
+	}
+	return nil
 }
 
 // ValidateUpdate checks the spec and refuses to change what the handshake was agreed on.

@@ -526,6 +526,10 @@ var _ = Describe("The maintenance handshake", func() {
 			m := b.maintenanceNamed("ghost")
 			g.Expect(conditions.GetReason(m, infrav1.ReadyCondition)).To(Equal(maintenance.HostNotFoundReason))
 		}).Should(Succeed())
+		By("a second maintenance of the host in a contradicting mode being refused")
+		reuse := &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "ghost-reuse"},
+			Spec: expv1.RedfishMaintenanceSpec{HostName: "no-such-host", Reason: "r", Requestor: "q", Mode: expv1.Reuse}}
+		Expect(env.Create(ctx, reuse)).To(MatchError(ContainSubstring("maintenance ghost of host no-such-host is under way in mode Replace")))
 		By("the host of a maintenance being fixed once created")
 		before := ghost.DeepCopy()
 		ghost.Spec.HostName = b.fleet.Servers[0].ID()

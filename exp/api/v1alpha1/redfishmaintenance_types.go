@@ -18,13 +18,17 @@ const (
 )
 
 // MaintenanceMode says what happens to the Machine on the host.
-// +kubebuilder:validation:Enum=Replace
+// +kubebuilder:validation:Enum=Replace;Reuse
 type MaintenanceMode string
 
 // Maintenance modes.
 const (
 	// Replace drains and deletes the Machine; its MachineSet creates the replacement elsewhere.
 	Replace MaintenanceMode = "Replace"
+	// Reuse drains and deletes the Machine too, but a pre-terminate hook keeps its host claimed
+	// while the tasks run; the host is then released without cleaning, and the Machines of the same
+	// owner (the MachineSet's replacement) wait for it and boot on it with its disks as they were.
+	Reuse MaintenanceMode = "Reuse"
 )
 
 // MaintenanceTask is one piece of work done on the host while it is in maintenance. Exactly one
@@ -95,8 +99,9 @@ type RedfishMaintenanceSpec struct {
 	// +optional
 	// +kubebuilder:default=OwnerApproval
 	Policy MaintenancePolicy `json:"policy,omitempty"`
-	// mode: Replace (default): the Machine on the host is drained and replaced elsewhere.
-	// Immutable.
+	// mode: Replace (default): the Machine on the host is drained and replaced elsewhere. Reuse:
+	// the Machine is drained, its host held by a pre-terminate hook while the tasks run, then
+	// handed back uncleaned to the replacement, which waits for it. Immutable.
 	// +optional
 	// +kubebuilder:default=Replace
 	Mode MaintenanceMode `json:"mode,omitempty"`

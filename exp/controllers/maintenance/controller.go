@@ -61,6 +61,7 @@ const (
 	CompletedReason            = "Completed"
 	TimedOutReason             = "TimedOut"
 	NotReplaceableReason       = "MachineNotReplaceable"
+	WaitingForReleaseReason    = "WaitingForRelease"
 )
 
 // replaceable says whether deleting the Machine gets it replaced: a MachineSet's (so a
@@ -338,6 +339,14 @@ func (r *Reconciler) drain(ctx context.Context, m *expv1.RedfishMaintenance, hos
 			return ctrl.Result{}, err
 		}
 	}
+	reuse := m.Spec.Mode == expv1.Reuse
+	if reuse && machine != nil && string(machine.UID) == m.Status.MachineUID {
+		// Before the deletion: the hook keeps the host claimed after the drain, and the claim
+		// releases it uncleaned to its owner.
+		if err := r.holdForReuse(ctx, m, host, machine); err != nil {
+			return retryOnConflict(err)
+		}
+	}
 	switch {
 	case machine == nil || !machine.DeletionTimestamp.IsZero():
 	case string(machine.UID) != m.Status.MachineUID:
@@ -352,7 +361,11 @@ func (r *Reconciler) drain(ctx context.Context, m *expv1.RedfishMaintenance, hos
 		}
 		r.event(m, "MachineDeleted", "deleted Machine %s so CAPI drains it and its MachineSet replaces it", machine.Name)
 	}
-	if host.Status.Claim != nil || host.Status.State != infrav1.HostStateAvailable {
+	switch released := host.Status.Claim == nil && host.Status.State == infrav1.HostStateAvailable; {
+	case reuse && !released && !waitingForHook(machine, m):
+		r.waiting(m, DrainingReason, "Waiting for CAPI to drain Machine %s; host %s stays claimed by its pre-terminate hook (mode Reuse)", m.Status.Machine, host.Name)
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	case !reuse && !released:
 		r.waiting(m, DrainingReason, "Waiting for Machine %s to be drained and host %s released (host %s)", m.Status.Machine, host.Name, host.Status.State)
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	}
@@ -371,6 +384,18 @@ func (r *Reconciler) work(ctx context.Context, m *expv1.RedfishMaintenance, host
 		power := host.Status.PowerState
 		r.waiting(m, WaitingForCompletionReason, "Host %s is held powered off (now %s) until spec.complete is set", host.Name, power)
 		return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, nil
+	}
+	if m.Spec.Mode == expv1.Reuse {
+		// The work is done: the hook goes, CAPI deletes the RedfishMachine and the host is released
+		// (uncleaned, reserved for the owner) with its power still held; then the replacement,
+		// which waits for it, boots on it.
+		if err := r.liftReuseHook(ctx, m, host); err != nil {
+			return retryOnConflict(err)
+		}
+		if host.Status.Claim != nil || host.Status.State != infrav1.HostStateAvailable {
+			r.waiting(m, WaitingForReleaseReason, "Waiting for host %s to be released to the replacement of Machine %s (host %s)", host.Name, m.Status.Machine, host.Status.State)
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
 	}
 	if err := r.setHold(ctx, host, m, false); err != nil {
 		return retryOnConflict(err)
@@ -422,6 +447,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, m *expv1.RedfishMainte
 func (r *Reconciler) withdraw(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost) error {
 	if host == nil {
 		return nil
+	}
+	if err := r.liftReuseHook(ctx, m, host); err != nil {
+		return err
 	}
 	if err := r.setHold(ctx, host, m, false); err != nil {
 		return err

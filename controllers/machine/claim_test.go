@@ -1,0 +1,56 @@
+package machine
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+)
+
+// A Machine of the owner a Reuse maintenance gives its host back to waits for that host, even
+// when a spare is free: the maintenance still holds the host for a moment after the release.
+func TestMachineWaitsForTheHostAReuseMaintenanceGivesBack(t *testing.T) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, expv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	owner := &infrav1.ObjectRef{APIGroup: clusterv1.GroupVersion.Group, Kind: "MachineDeployment", Namespace: "ns", Name: "workers"}
+	available := func(name string, reservedFor *infrav1.ObjectRef) infrav1.RedfishHost {
+		h := infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+		h.Status.State, h.Status.ReservedFor = infrav1.HostStateAvailable, reservedFor
+		return h
+	}
+	hosts := []infrav1.RedfishHost{available("reused", owner), available("spare", nil)}
+	for _, mode := range []expv1.MaintenanceMode{expv1.Reuse, expv1.Replace} {
+		m := &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "bios"},
+			Spec:   expv1.RedfishMaintenanceSpec{HostName: "reused", Mode: mode},
+			Status: expv1.RedfishMaintenanceStatus{Stage: expv1.StageInMaintenance}}
+		c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(m).Build()
+		r := &Reconciler{Client: c, APIReader: c, Maintenance: true}
+		s := &scope{rm: &infrav1.RedfishMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers-new"}}, machine: &clusterv1.Machine{}}
+		got, waiting, err := r.candidates(context.Background(), s, hosts, owner, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch mode {
+		case expv1.Reuse:
+			if len(got) != 0 || !strings.Contains(waiting, "maintenance bios (mode Reuse) gives host reused back") {
+				t.Errorf("Reuse: candidates %d, waiting %q; want none, waiting for the host", len(got), waiting)
+			}
+		case expv1.Replace:
+			if len(got) != 1 || got[0].Name != "spare" || waiting != "" {
+				t.Errorf("Replace: candidates %v, waiting %q; want the spare", got, waiting)
+			}
+		}
+	}
+}
