@@ -134,6 +134,36 @@ type RedfishHostSpec struct {
 	// +listMapKey=requestor
 	// +kubebuilder:validation:MaxItems=32
 	RebootRequests []RebootRequest `json:"rebootRequests,omitempty"`
+
+	// serviceBoot, when set, runs an image on the host instead of its OS: the image goes into
+	// the BMC's virtual media with a Continuous boot override to it, and the host is powered on
+	// into it (and again into it whatever reboots the BMC makes). A reboot request still wins
+	// (power off). Removing it ejects the image and clears the override. A RedfishMaintenance's
+	// bootImage task sets it.
+	// +optional
+	ServiceBoot *ServiceBoot `json:"serviceBoot,omitempty"`
+}
+
+// ServiceBoot is an image run on a host out of service (diagnostics, a firmware updater).
+type ServiceBoot struct {
+	// requestor identifies who asked (maintenance/<name> for a maintenance).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Requestor string `json:"requestor,omitempty"`
+	// image is the http(s) URL of the bootable ISO.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	Image string `json:"image,omitempty"`
+}
+
+// ServiceBootStatus records the service boot the host made, so that it is made once.
+type ServiceBootStatus struct {
+	// image that was inserted and booted: host and path of its URL (no credentials).
+	Image string `json:"image,omitempty"`
+	// bootIssuedAt is when the image was attached and the boot to it recorded.
+	BootIssuedAt metav1.Time `json:"bootIssuedAt,omitzero"`
 }
 
 // DIMM is an installed memory module.
@@ -343,6 +373,11 @@ type RedfishHostStatus struct {
 	// is never sent twice.
 	// +optional
 	BootIssuedAt *metav1.Time `json:"bootIssuedAt,omitempty"`
+
+	// serviceBoot is the image of spec.serviceBoot the host is attached to and booting (nil when
+	// none): set once the image and the override are in place, cleared once they are gone.
+	// +optional
+	ServiceBoot *ServiceBootStatus `json:"serviceBoot,omitempty"`
 
 	// powerState as the BMC last reported it (On, Off, PoweringOn, PoweringOff).
 	// +optional

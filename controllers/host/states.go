@@ -200,6 +200,9 @@ func (r *Reconciler) available(ctx context.Context, s *scope) (ctrl.Result, erro
 	if res, ok := r.connectOrWait(ctx, s); !ok {
 		return res, nil
 	}
+	if handled, res, err := r.serviceBoot(ctx, s); handled || err != nil {
+		return res, err
+	}
 	want := h.Spec.Online
 	if len(h.Spec.RebootRequests) > 0 {
 		want = new(bool)
@@ -394,6 +397,9 @@ func (r *Reconciler) provisioned(ctx context.Context, s *scope) (ctrl.Result, er
 	}
 	if res, ok := r.connectOrWait(ctx, s); !ok {
 		return res, nil
+	}
+	if handled, res, err := r.serviceBoot(ctx, s); handled || err != nil {
+		return res, err
 	}
 	// A provisioned host stays on, except while reboot requests (remediation, maintenance) hold it off.
 	on := len(h.Spec.RebootRequests) == 0

@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/bmc"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/exp/controllers/maintenance"
 )
@@ -92,10 +94,23 @@ func (v *Maintenance) ValidateDelete(context.Context, *expv1.RedfishMaintenance)
 func validateMaintenance(m *expv1.RedfishMaintenance) field.ErrorList {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
+	held, images := 0, 0
 	for i, t := range m.Spec.Tasks {
-		if t.PowerOffAndHold == nil {
-			errs = append(errs, field.Required(spec.Child("tasks").Index(i), "set exactly one task (powerOffAndHold)"))
+		path := spec.Child("tasks").Index(i)
+		switch {
+		case (t.PowerOffAndHold == nil) == (t.BootImage == nil):
+			errs = append(errs, field.Required(path, "set exactly one task (powerOffAndHold or bootImage)"))
+		case t.PowerOffAndHold != nil:
+			held++
+		default:
+			images++
+			if u, err := url.Parse(t.BootImage.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				errs = append(errs, field.Invalid(path.Child("bootImage", "url"), bmc.Redact(t.BootImage.URL), "must be an http or https URL the BMC can reach"))
+			}
 		}
+	}
+	if held+images > 1 {
+		errs = append(errs, field.Invalid(spec.Child("tasks"), len(m.Spec.Tasks), "a host cannot be held powered off and run an image at once, nor run two images: use one of powerOffAndHold and bootImage (or another maintenance)"))
 	}
 	if m.Spec.Timeout != nil && m.Spec.Timeout.Duration <= 0 {
 		errs = append(errs, field.Invalid(spec.Child("timeout"), m.Spec.Timeout.Duration.String(), "must be positive (leave it out for no timeout)"))

@@ -519,6 +519,12 @@ var _ = Describe("The maintenance handshake", func() {
 		m := &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "empty-task"},
 			Spec: expv1.RedfishMaintenanceSpec{HostName: b.fleet.Servers[0].ID(), Reason: "r", Requestor: "q", Tasks: []expv1.MaintenanceTask{{}}}}
 		Expect(env.Create(ctx, m)).To(MatchError(ContainSubstring("set exactly one task")))
+		m.Spec.Tasks = []expv1.MaintenanceTask{{BootImage: &expv1.BootImage{URL: "ftp://ops:s3cret@images.example/diag.iso"}}}
+		err := env.Create(ctx, m)
+		Expect(err).To(MatchError(ContainSubstring("must be an http or https URL")))
+		Expect(err.Error()).NotTo(ContainSubstring("s3cret"), "the admission error echoes the URL's password")
+		m.Spec.Tasks = []expv1.MaintenanceTask{holdPower, {BootImage: &expv1.BootImage{URL: "https://images.example/diag.iso"}}}
+		Expect(env.Create(ctx, m)).To(MatchError(ContainSubstring("cannot be held powered off and run an image at once")))
 
 		By("a maintenance of a host that does not exist waiting with HostNotFound")
 		ghost := b.maintenance("ghost", "no-such-host", expv1.Enforced)

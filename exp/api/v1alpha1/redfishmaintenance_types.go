@@ -38,6 +38,20 @@ type MaintenanceTask struct {
 	// person sets spec.complete: for a hardware swap or a repair.
 	// +optional
 	PowerOffAndHold *PowerOffAndHold `json:"powerOffAndHold,omitempty"`
+	// bootImage runs a maintenance image (diagnostics, a vendor's firmware updater) on the host
+	// from the BMC's virtual media until a person sets spec.complete. A Continuous boot override
+	// keeps the host's own OS from coming back, whatever reboots the BMC or the image make.
+	// +optional
+	BootImage *BootImage `json:"bootImage,omitempty"`
+}
+
+// BootImage is a bootable ISO run on the host during the maintenance.
+type BootImage struct {
+	// url of the ISO, http or https, reachable by the BMC.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	URL string `json:"url,omitempty"`
 }
 
 // PowerOffAndHold powers a host off until the maintenance is completed by hand.
@@ -114,7 +128,7 @@ type RedfishMaintenanceSpec struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
 	Tasks []MaintenanceTask `json:"tasks,omitempty"`
-	// complete ends a maintenance whose tasks wait for a person (powerOffAndHold).
+	// complete ends a maintenance whose tasks wait for a person (powerOffAndHold, bootImage).
 	// +optional
 	Complete bool `json:"complete,omitempty"`
 	// timeout bounds the time from approval to completion; past it the maintenance fails and

@@ -34,6 +34,8 @@ import (
 	"github.com/go-logr/logr"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/bmc"
+	hostctrl "github.com/caprf/cluster-api-provider-redfish/controllers/host"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
 )
@@ -374,16 +376,41 @@ func (r *Reconciler) drain(ctx context.Context, m *expv1.RedfishMaintenance, hos
 	return r.work(ctx, m, host)
 }
 
-// work runs the tasks: powerOffAndHold holds the host off until a person sets spec.complete.
+// work runs the tasks: powerOffAndHold holds the host off, bootImage runs an image on it, until a
+// person sets spec.complete.
 func (r *Reconciler) work(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost) (ctrl.Result, error) {
 	hold := slices.ContainsFunc(m.Spec.Tasks, func(t expv1.MaintenanceTask) bool { return t.PowerOffAndHold != nil })
-	if hold && !m.Spec.Complete {
+	image := bootImage(m)
+	switch {
+	case hold && !m.Spec.Complete:
 		if err := r.setHold(ctx, host, m, true); err != nil {
 			return retryOnConflict(err)
 		}
 		power := host.Status.PowerState
 		r.waiting(m, WaitingForCompletionReason, "Host %s is held powered off (now %s) until spec.complete is set", host.Name, power)
 		return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, nil
+	case image != "" && !m.Spec.Complete:
+		if sb := host.Spec.ServiceBoot; sb != nil && sb.Requestor != requestor(m) {
+			r.waiting(m, WaitingForCompletionReason, "Host %s runs the image of %s; this maintenance's image waits for it to end", host.Name, sb.Requestor)
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
+		if err := r.setServiceBoot(ctx, host, m, image); err != nil {
+			return retryOnConflict(err)
+		}
+		r.waiting(m, WaitingForCompletionReason, "Host %s runs %s (power %s) until spec.complete is set", host.Name, bmc.Redact(image), host.Status.PowerState)
+		return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, nil
+	case image != "":
+		// Wound down with the power held, so the host's own OS does not start in between.
+		if err := r.setHold(ctx, host, m, true); err != nil {
+			return retryOnConflict(err)
+		}
+		if err := r.setServiceBoot(ctx, host, m, ""); err != nil {
+			return retryOnConflict(err)
+		}
+		if sb := host.Status.ServiceBoot; sb != nil && sb.Image == hostctrl.ImageKey(image) {
+			r.waiting(m, WaitingForCompletionReason, "Waiting for host %s to eject %s", host.Name, sb.Image)
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
 	}
 	if m.Spec.Mode == expv1.Reuse {
 		// The work is done: the hook goes, CAPI deletes the RedfishMachine and the host is released
@@ -449,6 +476,9 @@ func (r *Reconciler) withdraw(ctx context.Context, m *expv1.RedfishMaintenance, 
 		return nil
 	}
 	if err := r.liftReuseHook(ctx, m, host); err != nil {
+		return err
+	}
+	if err := r.setServiceBoot(ctx, host, m, ""); err != nil {
 		return err
 	}
 	if err := r.setHold(ctx, host, m, false); err != nil {
@@ -520,6 +550,40 @@ func (r *Reconciler) announce(ctx context.Context, m *expv1.RedfishMaintenance, 
 	}
 	conditions.Set(rm, c)
 	return r.Client.Status().Patch(ctx, rm, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+}
+
+// bootImage is the image of the maintenance's bootImage task ("" without one).
+func bootImage(m *expv1.RedfishMaintenance) string {
+	for _, t := range m.Spec.Tasks {
+		if t.BootImage != nil {
+			return t.BootImage.URL
+		}
+	}
+	return ""
+}
+
+// setServiceBoot sets the host's service boot to image for this maintenance, or ("") removes it
+// if it is this maintenance's.
+func (r *Reconciler) setServiceBoot(ctx context.Context, h *infrav1.RedfishHost, m *expv1.RedfishMaintenance, image string) error {
+	sb := h.Spec.ServiceBoot
+	switch {
+	case image == "" && (sb == nil || sb.Requestor != requestor(m)):
+		return nil
+	case image != "" && sb != nil && sb.Requestor == requestor(m) && sb.Image == image:
+		return nil
+	}
+	before := h.DeepCopy()
+	h.Spec.ServiceBoot = nil
+	if image != "" {
+		h.Spec.ServiceBoot = &infrav1.ServiceBoot{Requestor: requestor(m), Image: image}
+	}
+	if err := r.Client.Patch(ctx, h, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	if image != "" {
+		r.event(m, "ImageBooting", "host %s boots %s", h.Name, bmc.Redact(image))
+	}
+	return nil
 }
 
 // setHold adds or removes the maintenance's reboot request on the host: power stays off while any

@@ -37,12 +37,13 @@ type OS struct {
 	mu        sync.Mutex
 	fetched   map[string][]string // server -> bootstrap data it fetched, in order
 	installed map[string]string   // server -> Node name
+	booted    map[string][]string // server -> what each boot ran: "disk", or the live image's URL
 	errs      []error
 }
 
 // New returns a simulated OS writing Nodes with c.
 func New(c client.Client) *OS {
-	return &OS{Client: c, fetched: map[string][]string{}, installed: map[string]string{}}
+	return &OS{Client: c, fetched: map[string][]string{}, installed: map[string]string{}, booted: map[string][]string{}}
 }
 
 // Attach makes every server of the fleet run this OS.
@@ -57,6 +58,20 @@ func (o *OS) Fetched() map[string][]string {
 		out[k] = append([]string(nil), v...)
 	}
 	return out
+}
+
+// Booted returns what each boot of a server ran that was not an installation: "disk" (the
+// installed OS, if any) or the URL of a live image booted from a CD with no seed volume beside it.
+func (o *OS) Booted(server string) []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.booted[server]...)
+}
+
+func (o *OS) record(server, what string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.booted[server] = append(o.booted[server], what)
 }
 
 // Errors returns what went wrong while booting.
@@ -81,6 +96,12 @@ func (o *OS) boot(e simulator.BootEvent) {
 	case "Cd":
 		if e.MediaImage == "" {
 			return // no provisioning media: nothing to install
+		}
+		if !hasOtherMedia(e) {
+			// A live image (diagnostics, a firmware updater): it runs from the CD, installs
+			// nothing and registers no Node.
+			o.record(e.ServerID, e.MediaImage)
+			return
 		}
 		meta, userData, err = o.seedFromMedia(ctx, e)
 	case "UefiHttp":
@@ -114,6 +135,7 @@ func (o *OS) boot(e simulator.BootEvent) {
 
 // diskBoot is a reboot into the installed OS: the kubelet brings the Node back to Ready.
 func (o *OS) diskBoot(ctx context.Context, e simulator.BootEvent) {
+	o.record(e.ServerID, "disk")
 	o.mu.Lock()
 	name := o.installed[e.ServerID]
 	o.mu.Unlock()
@@ -205,6 +227,16 @@ func (o *OS) seedFromMedia(ctx context.Context, e simulator.BootEvent) (string, 
 		}
 	}
 	return "", "", fmt.Errorf("no volume labelled %s among the attached media %v", seed.CIDataLabel, seen)
+}
+
+// hasOtherMedia says whether a medium besides the boot CD is attached.
+func hasOtherMedia(e simulator.BootEvent) bool {
+	for _, image := range e.Media {
+		if image != "" && image != e.MediaImage {
+			return true
+		}
+	}
+	return false
 }
 
 // seedFromCmdline returns s= of a ds=nocloud-net;s=<url> kernel argument.
