@@ -78,7 +78,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	if err := (&machine.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: opts.ClusterCache,
-		Recorder: mgr.GetEventRecorder("redfishmachine-controller"), PollInterval: opts.PollInterval, Maintenance: opts.Maintenance,
+		Recorder: mgr.GetEventRecorder("redfishmachine-controller"), PollInterval: opts.PollInterval,
 	}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 		return err
 	}
@@ -95,6 +95,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		if err := (&maintenance.PolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 			return err
 		}
+	} else if err := (&maintenance.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), GateOff: true, ClusterCache: opts.ClusterCache,
+		Recorder: mgr.GetEventRecorder("redfishmaintenance-controller"),
+	}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
+		// With the gate off, maintenances created before keep their hosts held; deleting one
+		// still withdraws its holds (or it would never go: its finalizer).
+		return err
 	}
 	return (&cluster.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr, opts.Controller)
 }

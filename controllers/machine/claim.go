@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"sort"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -159,8 +161,8 @@ func (r *Reconciler) candidates(ctx context.Context, s *scope, hosts []infrav1.R
 			releasing = true
 		}
 		if h.Status.State != infrav1.HostStateAvailable || h.Status.Claim != nil || h.Spec.Cordon != nil || !h.DeletionTimestamp.IsZero() || annotations.HasPaused(h) ||
-			len(h.Spec.RebootRequests) > 0 {
-			continue // a paused host, or one whose power a reboot request holds off, would not boot for the claim
+			len(h.Spec.RebootRequests) > 0 || h.Spec.ServiceBoot != nil || h.Status.ServiceBoot != nil {
+			continue // a paused host, one whose power a reboot request holds off, or one running a service image would not boot for the claim
 		}
 		if !sel.Matches(labels.Set(h.Labels)) || (fd != "" && h.Labels[fdLabel] != fd) {
 			continue
@@ -286,14 +288,15 @@ type heldBy struct {
 }
 
 // heldForMaintenance lists the hosts of the namespace a RedfishMaintenance holds (approved and
-// not ended, or failed). Read from the API server: a maintenance that was just approved must
-// win over a claim made a moment later.
+// not ended, or failed), with the Maintenance feature gate on or off: turning it off leaves held
+// hosts held until their maintenances are deleted. Read from the API server: a maintenance that
+// was just approved must win over a claim made a moment later.
 func (r *Reconciler) heldForMaintenance(ctx context.Context, namespace string) (map[string]heldBy, error) {
-	if !r.Maintenance {
-		return nil, nil
-	}
 	list := &expv1.RedfishMaintenanceList{}
 	if err := r.APIReader.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil, nil // the experimental CRDs are not installed: nothing is held
+		}
 		return nil, fmt.Errorf("listing maintenances: %w", err)
 	}
 	held := map[string]heldBy{}

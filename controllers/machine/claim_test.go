@@ -36,7 +36,7 @@ func TestMachineWaitsForTheHostAReuseMaintenanceGivesBack(t *testing.T) {
 			Spec:   expv1.RedfishMaintenanceSpec{HostName: "reused", Mode: mode},
 			Status: expv1.RedfishMaintenanceStatus{Stage: expv1.StageInMaintenance}}
 		c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(m).Build()
-		r := &Reconciler{Client: c, APIReader: c, Maintenance: true}
+		r := &Reconciler{Client: c, APIReader: c}
 		s := &scope{rm: &infrav1.RedfishMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers-new"}}, machine: &clusterv1.Machine{}}
 		got, waiting, err := r.candidates(context.Background(), s, hosts, owner, "")
 		if err != nil {

@@ -37,8 +37,6 @@ type Reconciler struct {
 	Recorder     events.EventRecorder
 	// PollInterval is how often a machine waiting for a host or a Node looks again. Default 2s.
 	PollInterval time.Duration
-	// Maintenance (the feature gate) keeps hosts held by a RedfishMaintenance out of claims.
-	Maintenance bool
 }
 
 // scope is what one reconcile works with.

@@ -11,6 +11,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -292,3 +293,45 @@ func stageTime(m *expv1.RedfishMaintenance, s expv1.MaintenanceStage) metav1.Tim
 	Fail(fmt.Sprintf("maintenance %s never entered %s", m.Name, s))
 	return metav1.Time{}
 }
+
+var _ = Describe("Turning the Maintenance feature gate off", func() {
+	It("keeps held hosts held, and a deleted maintenance still withdraws its hold and goes", Label("maintenance-gate-off"), func() {
+		b := clusterBed("mgate", 2)
+		var free string
+		for _, h := range b.hosts() {
+			if h.Status.Claim == nil {
+				free = h.Name
+			}
+		}
+		Expect(free).NotTo(BeEmpty())
+		// An image task: no reboot request on the host, which alone would keep claims off it.
+		b.maintenance("psu-swap", free, expv1.Enforced, expv1.MaintenanceTask{BootImage: &expv1.BootImage{URL: "http://images.example/diag.iso"}})
+		b.waitStage("psu-swap", expv1.StageInMaintenance)
+
+		By("the manager restarted with the gate off")
+		maintenanceGate.Store(false)
+		Expect(env.RestartManager()).To(Succeed())
+		DeferCleanup(func() {
+			maintenanceGate.Store(true)
+			Expect(env.RestartManager()).To(Succeed())
+		})
+		b.machineDeployment("workers", "workers", 1)
+		Eventually(func(g Gomega) { g.Expect(b.machines("workers")).To(HaveLen(1)) }).Should(Succeed())
+		held := func(g Gomega) {
+			h := &infrav1.RedfishHost{}
+			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: free}, h)).To(Succeed())
+			g.Expect(h.Status.Claim).To(BeNil(), "the held host was claimed with the gate off")
+			g.Expect(h.Spec.ServiceBoot).NotTo(BeNil())
+			g.Expect(h.Status.ServiceBoot).NotTo(BeNil())
+		}
+		Consistently(held, 3*time.Second).Should(Succeed())
+
+		By("deleting the maintenance: its hold withdrawn, the waiting worker gets the host")
+		Expect(env.Delete(ctx, b.maintenanceNamed("psu-swap"))).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: "psu-swap"}, &expv1.RedfishMaintenance{}))
+		}).Should(BeTrue(), "the maintenance stays (its finalizer) with the gate off")
+		b.waitRunning("workers", 1)
+		Expect(b.hostOf(b.machines("workers")[0])).To(Equal(free))
+	})
+})

@@ -36,6 +36,10 @@ const orphanGracePeriod = 3 * time.Second
 // restoreGracePeriod is how long a host found powered on waits for its machine in these scenarios.
 const restoreGracePeriod = 20 * time.Second
 
+// maintenanceGate is the Maintenance feature gate of the managers the suite starts (on, unless a
+// spec turns it off and restarts the manager).
+var maintenanceGate atomic.Bool
+
 var (
 	env         *testenv.Environment
 	ctx         context.Context
@@ -57,6 +61,7 @@ var _ = BeforeSuite(func() {
 	ctx, cancel = context.WithCancel(context.Background())
 	DeferCleanup(cancel)
 
+	maintenanceGate.Store(true)
 	logger := logr.Discard()
 	if os.Getenv("E2E_LOGS") != "" {
 		logger = zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true))
@@ -83,7 +88,7 @@ var _ = BeforeSuite(func() {
 				ClusterCache:       cc,
 				SeedBaseURL:        seedBaseURL,
 				PollInterval:       500 * time.Millisecond,
-				Maintenance:        true,
+				Maintenance:        maintenanceGate.Load(),
 				BMCRetryInterval:   2 * time.Second,
 				BMCCheckInterval:   bmcCheckInterval,
 				OrphanGracePeriod:  orphanGracePeriod,

@@ -97,6 +97,9 @@ type Reconciler struct {
 	PollInterval time.Duration
 	// Now is the clock (tests move it); default time.Now.
 	Now func() time.Time
+	// GateOff runs the controller with the feature gate off: maintenances stay where they are
+	// (their hosts held), and a deleted one still withdraws what it put on its host and goes.
+	GateOff bool
 
 	// gate serialises the decision to start a maintenance (leave Approved): two maintenances
 	// deciding at once could both see room in one budget.
@@ -110,6 +113,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	}
 	if r.Now == nil {
 		r.Now = time.Now
+	}
+	if r.GateOff {
+		return ctrl.NewControllerManagedBy(mgr).For(&expv1.RedfishMaintenance{}).Named("redfishmaintenance").WithOptions(opts).Complete(r)
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &expv1.RedfishMaintenance{}, HostIndex, func(o client.Object) []string {
 		return []string{o.(*expv1.RedfishMaintenance).Spec.HostName}
@@ -177,6 +183,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}()
 	if !m.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, m)
+	}
+	if r.GateOff {
+		return ctrl.Result{}, nil
 	}
 	if controllerutil.AddFinalizer(m, Finalizer) {
 		return ctrl.Result{}, nil
