@@ -112,6 +112,9 @@ func validateMaintenance(m *expv1.RedfishMaintenance) field.ErrorList {
 	if held+images > 1 {
 		errs = append(errs, field.Invalid(spec.Child("tasks"), len(m.Spec.Tasks), "a host cannot be held powered off and run an image at once, nor run two images: use one of powerOffAndHold and bootImage (or another maintenance)"))
 	}
+	if m.Spec.TTLAfterCompleted != nil && m.Spec.TTLAfterCompleted.Duration < 0 {
+		errs = append(errs, field.Invalid(spec.Child("ttlAfterCompleted"), m.Spec.TTLAfterCompleted.Duration.String(), "must not be negative (0 deletes it as soon as it completed; leave it out to keep it)"))
+	}
 	if m.Spec.Timeout != nil && m.Spec.Timeout.Duration <= 0 {
 		errs = append(errs, field.Invalid(spec.Child("timeout"), m.Spec.Timeout.Duration.String(), "must be positive (leave it out for no timeout)"))
 	}

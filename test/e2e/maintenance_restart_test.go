@@ -335,3 +335,27 @@ var _ = Describe("Turning the Maintenance feature gate off", func() {
 		Expect(b.hostOf(b.machines("workers")[0])).To(Equal(free))
 	})
 })
+
+var _ = Describe("Completed maintenances", func() {
+	It("are deleted once their ttlAfterCompleted has passed, not before", Label("maintenance-ttl"), func() {
+		b := newBedWithoutOS("mttl", 1)
+		b.waitHostsAvailable(1)
+		ttl := 3 * time.Second
+		m := &expv1.RedfishMaintenance{
+			ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "cable-check"},
+			Spec: expv1.RedfishMaintenanceSpec{HostName: b.hosts()[0].Name, Reason: "reseat a cable", Requestor: "dc-ops",
+				Policy: expv1.Enforced, TTLAfterCompleted: &metav1.Duration{Duration: ttl}},
+		}
+		Expect(env.Create(ctx, m)).To(Succeed())
+		done := stageTime(b.waitStage("cable-check", expv1.StageCompleted), expv1.StageCompleted)
+		Eventually(func() bool {
+			return apierrors.IsNotFound(env.Get(ctx, client.ObjectKeyFromObject(m), &expv1.RedfishMaintenance{}))
+		}).Should(BeTrue())
+		Expect(time.Now()).To(BeTemporally(">=", done.Add(ttl)), "deleted before its TTL")
+
+		By("a negative TTL being refused")
+		bad := m.DeepCopy()
+		bad.ResourceVersion, bad.Name, bad.Spec.TTLAfterCompleted = "", "bad-ttl", &metav1.Duration{Duration: -time.Second}
+		Expect(env.Create(ctx, bad)).To(MatchError(ContainSubstring("must not be negative")))
+	})
+})

@@ -135,6 +135,11 @@ type RedfishMaintenanceSpec struct {
 	// keeps its host out of service. Default: none.
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// ttlAfterCompleted deletes the maintenance that long after it completed (its stages, events
+	// and metrics go with it). Default: kept until deleted. Failed maintenances are never
+	// collected: they hold their host.
+	// +optional
+	TTLAfterCompleted *metav1.Duration `json:"ttlAfterCompleted,omitempty"`
 }
 
 // RedfishMaintenanceStatus reports a maintenance.

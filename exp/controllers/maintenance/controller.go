@@ -209,7 +209,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	case expv1.StageFailed:
 		return ctrl.Result{}, nil // the host stays held (power included) until the maintenance is deleted
 	case expv1.StageCompleted, expv1.StageCancelled:
-		return ctrl.Result{}, r.withdraw(ctx, m, host)
+		if err := r.withdraw(ctx, m, host); err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.collect(ctx, m)
 	}
 	if r.timedOut(m) {
 		return ctrl.Result{}, nil
@@ -440,6 +443,19 @@ func (r *Reconciler) work(ctx context.Context, m *expv1.RedfishMaintenance, host
 	conditions.Set(m, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: CompletedReason, Message: "Host " + host.Name + " is back in service"})
 	r.event(m, "Completed", "host %s is back in service", host.Name)
 	return ctrl.Result{}, nil
+}
+
+// collect deletes a completed maintenance once spec.ttlAfterCompleted has passed.
+func (r *Reconciler) collect(ctx context.Context, m *expv1.RedfishMaintenance) (ctrl.Result, error) {
+	done := stageTime(m, expv1.StageCompleted)
+	if m.Spec.TTLAfterCompleted == nil || done == nil {
+		return ctrl.Result{}, nil
+	}
+	if left := done.Add(m.Spec.TTLAfterCompleted.Duration).Sub(r.Now()); left > 0 {
+		return ctrl.Result{RequeueAfter: left}, nil
+	}
+	r.event(m, "Collected", "deleted %s after it completed (ttlAfterCompleted)", m.Spec.TTLAfterCompleted.Duration)
+	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, m))
 }
 
 // timedOut fails a maintenance that outlived spec.timeout after approval; its host stays held.
