@@ -360,6 +360,7 @@ func TestBMCErrorsEchoingAnImageURLDoNotCarryTheSeedToken(t *testing.T) {
 		"https://s3.example/fw/bios.bin?X-Amz-Credential=AKIA1&X-Amz-Signature=f00d&X-Amz-Security-Token=IQo&x-id=GetObject": "https://s3.example/fw/bios.bin?X-Amz-Credential=REDACTED&X-Amz-Signature=REDACTED&X-Amz-Security-Token=REDACTED&x-id=GetObject",
 		"https://blob.example/fw.bin?sv=2024&sig=abc%2Bdef":                                                                  "https://blob.example/fw.bin?sv=2024&sig=REDACTED",
 		"http://images.example/os.iso?token=s3cr3t#frag":                                                                     "http://images.example/os.iso?token=REDACTED#frag",
+		"https://storage.example/b/diag.iso?X-Goog-Credential=svc%40p&X-Goog-Signature=beef":                                 "https://storage.example/b/diag.iso?X-Goog-Credential=REDACTED&X-Goog-Signature=REDACTED",
 	} {
 		if got := Redact(in); got != want {
 			t.Errorf("Redact(%s) = %s, want %s", in, got, want)

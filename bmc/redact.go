@@ -47,8 +47,8 @@ var (
 	// urlUserinfo matches credentials in URLs (scheme://user:password@host).
 	urlUserinfo = regexp.MustCompile(`(://)[^/@\s"']+@`)
 	// queryCredential matches credentials in query strings: presigned object-store URLs (S3's
-	// X-Amz-Signature and X-Amz-Security-Token, Azure's sig), tokens, passwords.
-	queryCredential = regexp.MustCompile(`(?i)([?&](?:x-amz-signature|x-amz-security-token|x-amz-credential|sig|signature|token|access_token|auth|password|passwd|key|api_key|apikey)=)[^&\s"'#]*`)
+	// X-Amz-Signature and X-Amz-Security-Token, Google's X-Goog-Signature, Azure's sig), tokens, passwords.
+	queryCredential = regexp.MustCompile(`(?i)([?&](?:x-amz-signature|x-amz-security-token|x-amz-credential|x-goog-signature|x-goog-credential|sig|signature|token|access_token|auth|password|passwd|key|api_key|apikey)=)[^&\s"'#]*`)
 )
 
 // Redact removes secrets a text may carry: seed tokens, credentials in URLs and in their query

@@ -30,6 +30,11 @@ type RedfishRemediationSpec struct {
 // gone.
 const RemediationRequestorPrefix = "remediation/"
 
+// MaintenanceRequestorPrefix starts the requestor of the reboot requests and service boots a
+// RedfishMaintenance puts on a host: "maintenance/<name>". The host drops such a reboot request
+// once that maintenance is gone.
+const MaintenanceRequestorPrefix = "maintenance/"
+
 // RedfishRemediationStatus reports the remediation.
 type RedfishRemediationStatus struct {
 	// phase of the remediation.

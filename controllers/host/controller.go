@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -213,9 +215,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	return r.followTransition(req.NamespacedName, s, res), err
 }
 
-// dropOrphanedRemediationRequests removes reboot requests of RedfishRemediations that no longer
-// exist (read from the API server): a remediation withdraws its own request before it goes, but a
-// request left behind (by an older version, or a finalizer removed by hand) would hold the host
+// dropOrphanedRemediationRequests removes reboot requests of RedfishRemediations and
+// RedfishMaintenances that no longer exist (read from the API server): each withdraws its own
+// request before it goes, but a request left behind (by an older version, or a finalizer removed by hand) would hold the host
 // off forever. The change is its own optimistic-locked patch, so a request another requestor adds
 // meanwhile is never lost. True when requests were dropped.
 func (r *Reconciler) dropOrphanedRemediationRequests(ctx context.Context, h *infrav1.RedfishHost) (bool, error) {
@@ -228,13 +230,13 @@ func (r *Reconciler) dropOrphanedRemediationRequests(ctx context.Context, h *inf
 	paused := h.Status.Claim != nil && r.clusterPaused(ctx, h.Namespace, h.Status.Claim.ClusterName)
 	kept := h.Spec.RebootRequests[:0:0]
 	for _, rr := range h.Spec.RebootRequests {
-		name, ok := strings.CutPrefix(rr.Requestor, infrav1.RemediationRequestorPrefix)
-		if ok {
+		kind, name := requestorObject(rr.Requestor)
+		if kind != "" {
 			err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: name}, &metav1.PartialObjectMetadata{
-				TypeMeta: metav1.TypeMeta{APIVersion: infrav1.GroupVersion.String(), Kind: "RedfishRemediation"},
+				TypeMeta: metav1.TypeMeta{APIVersion: infrav1.GroupVersion.String(), Kind: kind},
 			})
 			switch {
-			case err == nil:
+			case err == nil, meta.IsNoMatchError(err): // the experimental CRDs not installed: kept
 			case !apierrors.IsNotFound(err):
 				return false, err
 			default:
@@ -269,8 +271,19 @@ func (r *Reconciler) dropOrphanedRemediationRequests(ctx context.Context, h *inf
 		}
 		return false, err
 	}
-	r.event(h, "RebootRequestDropped", "Power", "dropped %d reboot request(s) of RedfishRemediations that no longer exist", len(before.Spec.RebootRequests)-len(kept))
+	r.event(h, "RebootRequestDropped", "Power", "dropped %d reboot request(s) of RedfishRemediations or RedfishMaintenances that no longer exist", len(before.Spec.RebootRequests)-len(kept))
 	return true, nil
+}
+
+// requestorObject names the object behind a reboot request's requestor, when it is one of ours.
+func requestorObject(requestor string) (kind, name string) {
+	if name, ok := strings.CutPrefix(requestor, infrav1.RemediationRequestorPrefix); ok {
+		return "RedfishRemediation", name
+	}
+	if name, ok := strings.CutPrefix(requestor, infrav1.MaintenanceRequestorPrefix); ok {
+		return "RedfishMaintenance", name
+	}
+	return "", ""
 }
 
 // reregister sends an unclaimed host whose spec.bmc.address no longer is the address it was

@@ -71,5 +71,5 @@ func ImageKey(raw string) string {
 	if err != nil || u.Host == "" {
 		return bmc.Redact(raw)
 	}
-	return u.Host + u.Path
+	return u.Host + u.EscapedPath()
 }

@@ -196,7 +196,13 @@ func (r *Reconciler) available(ctx context.Context, s *scope) (ctrl.Result, erro
 	if restored, err := r.restoreClaim(ctx, h, false); err != nil || restored {
 		return ctrl.Result{}, err // the status change wakes the next state
 	}
-	r.dropStaleReservation(ctx, h)
+	if r.dropStaleReservation(ctx, h) && !conditions.Has(h, infrav1.CleanedCondition) {
+		// Released without cleaning (nodeReuse, or a maintenance in mode Reuse) for an owner that
+		// is gone: its data is erased before any other owner can claim the host.
+		h.Status.State = infrav1.HostStateCleaning
+		r.event(h, "Cleaning", "Release", "released uncleaned for an owner that no longer exists: erasing before the host is offered again")
+		return ctrl.Result{}, nil // the status change wakes the next state
+	}
 	if res, ok := r.connectOrWait(ctx, s); !ok {
 		return res, nil
 	}
@@ -213,11 +219,12 @@ func (r *Reconciler) available(ctx context.Context, s *scope) (ctrl.Result, erro
 	return ctrl.Result{RequeueAfter: r.CheckInterval}, nil
 }
 
-// dropStaleReservation frees a nodeReuse reservation whose owner no longer exists.
-func (r *Reconciler) dropStaleReservation(ctx context.Context, h *infrav1.RedfishHost) {
+// dropStaleReservation frees a nodeReuse reservation whose owner no longer exists, and says
+// whether it did.
+func (r *Reconciler) dropStaleReservation(ctx context.Context, h *infrav1.RedfishHost) bool {
 	ref := h.Status.ReservedFor
 	if ref == nil {
-		return
+		return false
 	}
 	// Metadata only, read straight from the API server: no informer for an arbitrary owner kind.
 	owner := &metav1.PartialObjectMetadata{}
@@ -226,13 +233,14 @@ func (r *Reconciler) dropStaleReservation(ctx context.Context, h *infrav1.Redfis
 	if apierrors.IsNotFound(err) {
 		r.event(h, "ReservationDropped", "Release", "%s %s no longer exists", ref.Kind, ref.Name)
 		h.Status.ReservedFor = nil
-		return
+		return true
 	}
 	if err != nil {
 		// Keep the reservation when the owner cannot be read (e.g. no RBAC for its kind): a
 		// reserved host is never lost, only not reused by others.
 		ctrl.LoggerFrom(ctx).Info("cannot check the owner of a reservation; keeping it", "owner", ref.Kind+"/"+ref.Name, "error", err.Error())
 	}
+	return false
 }
 
 // keepPower moves the power state read by connect to want, when set. Power-off is graceful unless

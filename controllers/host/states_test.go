@@ -48,6 +48,9 @@ func (f *fakeBMC) Inventory(context.Context) (*infrav1.Inventory, error) {
 	return &infrav1.Inventory{Manufacturer: "Sim", CPUCores: 8}, f.call("Inventory", "")
 }
 func (f *fakeBMC) SetBootOverride(_ context.Context, o bmc.BootOverride) error {
+	if o.Continuous {
+		return f.call("SetBootOverride", string(o.Target)+",Continuous")
+	}
 	return f.call("SetBootOverride", string(o.Target))
 }
 func (f *fakeBMC) InsertMedia(_ context.Context, image, seed string) error {
@@ -327,6 +330,61 @@ func TestHostStateMachine(t *testing.T) {
 						t.Error("the failed erase is kept: it would never be started again")
 					}
 				}}},
+		{name: "available, reserved for an owner that is gone, released uncleaned: erased before anyone else gets it",
+			host: []func(*infrav1.RedfishHost){func(h *infrav1.RedfishHost) {
+				h.Status.State = infrav1.HostStateAvailable
+				h.Status.ReservedFor = &infrav1.ObjectRef{APIGroup: clusterv1.GroupVersion.Group, Kind: "MachineDeployment", Namespace: "ns", Name: "gone"}
+			}},
+			bmc: fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateCleaning, check: func(t *testing.T, h *infrav1.RedfishHost) {
+				if h.Status.ReservedFor != nil {
+					t.Error("reservation kept")
+				}
+			}}},
+		{name: "available, reserved for an owner that is gone, released cleaned: back in the pool",
+			host: []func(*infrav1.RedfishHost){func(h *infrav1.RedfishHost) {
+				h.Status.State = infrav1.HostStateAvailable
+				h.Status.ReservedFor = &infrav1.ObjectRef{APIGroup: clusterv1.GroupVersion.Group, Kind: "MachineDeployment", Namespace: "ns", Name: "gone"}
+				h.Status.Conditions = []metav1.Condition{{Type: infrav1.CleanedCondition, Status: metav1.ConditionTrue, Reason: "Erased"}}
+			}},
+			bmc:  fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateAvailable, requeue: check}},
+		{name: "service boot asked of a running host: powered off first, nothing inserted yet",
+			host: []func(*infrav1.RedfishHost){serviceBoot(infrav1.HostStateAvailable, "")},
+			bmc:  fakeBMC{power: bmc.PowerOn},
+			want: want{state: infrav1.HostStateAvailable, calls: []string{"Reset(ForceOff)"}, requeue: poll}},
+		{name: "service boot of a host that is off: the image inserted, a Continuous override to the CD, recorded before the power-on",
+			host: []func(*infrav1.RedfishHost){serviceBoot(infrav1.HostStateAvailable, "")},
+			bmc:  fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateAvailable, calls: []string{"InsertMedia(diag.iso?sig=s3cret,)", "SetBootOverride(Cd,Continuous)"}, requeue: poll,
+				check: func(t *testing.T, h *infrav1.RedfishHost) {
+					if sb := h.Status.ServiceBoot; sb == nil || sb.Image != "images.example/diag.iso" {
+						t.Errorf("status.serviceBoot %+v, want the image's host and path recorded", sb)
+					}
+				}}},
+		{name: "service boot recorded, host off (powered off by the BMC or the image): powered on into the image again",
+			host: []func(*infrav1.RedfishHost){serviceBoot(infrav1.HostStateProvisioned, "images.example/diag.iso")},
+			bmc:  fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateProvisioned, calls: []string{"Reset(On)"}, requeue: poll}},
+		{name: "service boot recorded, host on: nothing sent again",
+			host: []func(*infrav1.RedfishHost){serviceBoot(infrav1.HostStateAvailable, "images.example/diag.iso")},
+			bmc:  fakeBMC{power: bmc.PowerOn},
+			want: want{state: infrav1.HostStateAvailable, requeue: check}},
+		{name: "service boot and a reboot request: the request wins, the host is powered off and nothing inserted",
+			host: []func(*infrav1.RedfishHost){serviceBoot(infrav1.HostStateAvailable, ""), func(h *infrav1.RedfishHost) {
+				h.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "ops/psu", Mode: infrav1.RebootModeHard}}
+			}},
+			bmc:  fakeBMC{power: bmc.PowerOn},
+			want: want{state: infrav1.HostStateAvailable, calls: []string{"Reset(ForceOff)"}}},
+		{name: "service boot withdrawn: the image ejected, the override cleared, the record gone",
+			host: []func(*infrav1.RedfishHost){serviceBoot(infrav1.HostStateAvailable, "images.example/diag.iso"), func(h *infrav1.RedfishHost) { h.Spec.ServiceBoot = nil }},
+			bmc:  fakeBMC{power: bmc.PowerOn},
+			want: want{state: infrav1.HostStateAvailable, calls: []string{"EjectMedia(images.example/diag.iso)", "SetBootOverride(None)"}, requeue: poll,
+				check: func(t *testing.T, h *infrav1.RedfishHost) {
+					if h.Status.ServiceBoot != nil {
+						t.Error("status.serviceBoot kept")
+					}
+				}}},
 		{name: "tasks done but a drive still erasing: not released",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateCleaning, func(c *infrav1.HostClaim) { c.Release = true }), erasing("/t/1")},
 			bmc:  fakeBMC{power: bmc.PowerOff, tasks: map[string]*bmc.Task{"/t/1": {State: "Completed", Done: true}}, inProgress: 1},
@@ -392,6 +450,21 @@ func TestHostStateMachine(t *testing.T) {
 				tc.want.check(t, got)
 			}
 		})
+	}
+}
+
+// serviceBoot asks host h, in state, to run https://images.example/diag.iso; recorded, when not
+// "", is what status.serviceBoot already says (a provisioned host gets the claim of m1).
+func serviceBoot(state infrav1.HostState, recorded string) func(*infrav1.RedfishHost) {
+	return func(h *infrav1.RedfishHost) {
+		if state == infrav1.HostStateProvisioned {
+			claimOf(state, func(c *infrav1.HostClaim) { c.Provisioned = true })(h)
+		}
+		h.Status.State = state
+		h.Spec.ServiceBoot = &infrav1.ServiceBoot{Requestor: "maintenance/diag", Image: "https://images.example/diag.iso?sig=s3cret"}
+		if recorded != "" {
+			h.Status.ServiceBoot = &infrav1.ServiceBootStatus{Image: recorded, BootIssuedAt: metav1.Now()}
+		}
 	}
 }
 

@@ -151,7 +151,7 @@ func (r *Reconciler) candidates(ctx context.Context, s *scope, hosts []infrav1.R
 		if m, ok := held[h.Name]; ok {
 			// Released into a maintenance: never claimed meanwhile. One in mode Reuse gives the host
 			// back to its owner's Machines, which wait for it.
-			if m.reuse && owner != nil && ((h.Status.Claim != nil && h.Status.Claim.Owner != nil && *h.Status.Claim.Owner == *owner) ||
+			if m.returning && owner != nil && ((h.Status.Claim != nil && h.Status.Claim.Owner != nil && *h.Status.Claim.Owner == *owner) ||
 				(h.Status.ReservedFor != nil && *h.Status.ReservedFor == *owner)) {
 				comingBack = fmt.Sprintf("maintenance %s (mode Reuse) gives host %s back to %s %s when it is done: waiting for it", m.name, h.Name, owner.Kind, owner.Name)
 			}
@@ -283,8 +283,11 @@ func (r *Reconciler) failureDomainLabel(ctx context.Context, cluster *clusterv1.
 
 // heldBy is the maintenance that holds a host.
 type heldBy struct {
-	name  string
-	reuse bool // mode Reuse: the host goes back to its owner
+	name string
+	// returning: a maintenance in mode Reuse is draining or working on the host, which then goes
+	// back to its owner. Not while it waits for approval, budget or a window (the owner's Machines
+	// would wait on a maintenance that waits on them), nor after it failed.
+	returning bool
 }
 
 // heldForMaintenance lists the hosts of the namespace a RedfishMaintenance holds (approved and
@@ -303,7 +306,8 @@ func (r *Reconciler) heldForMaintenance(ctx context.Context, namespace string) (
 	for _, m := range list.Items {
 		if m.Status.Stage.Holds() {
 			h := held[m.Spec.HostName]
-			held[m.Spec.HostName] = heldBy{name: m.Name, reuse: h.reuse || m.Spec.Mode == expv1.Reuse}
+			working := m.Status.Stage == expv1.StageDraining || m.Status.Stage == expv1.StageInMaintenance
+			held[m.Spec.HostName] = heldBy{name: m.Name, returning: h.returning || (m.Spec.Mode == expv1.Reuse && working)}
 		}
 	}
 	return held, nil

@@ -31,10 +31,23 @@ func TestMachineWaitsForTheHostAReuseMaintenanceGivesBack(t *testing.T) {
 		return h
 	}
 	hosts := []infrav1.RedfishHost{available("reused", owner), available("spare", nil)}
-	for _, mode := range []expv1.MaintenanceMode{expv1.Reuse, expv1.Replace} {
+	for _, tc := range []struct {
+		mode  expv1.MaintenanceMode
+		stage expv1.MaintenanceStage
+		wait  bool
+	}{
+		{expv1.Reuse, expv1.StageInMaintenance, true},
+		{expv1.Reuse, expv1.StageDraining, true},
+		// Waiting for budget or a window: a Machine of the owner waiting for it would use up the
+		// budget the maintenance waits for.
+		{expv1.Reuse, expv1.StageApproved, false},
+		{expv1.Reuse, expv1.StageFailed, false},
+		{expv1.Replace, expv1.StageInMaintenance, false},
+	} {
+		mode := tc.mode
 		m := &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "bios"},
 			Spec:   expv1.RedfishMaintenanceSpec{HostName: "reused", Mode: mode},
-			Status: expv1.RedfishMaintenanceStatus{Stage: expv1.StageInMaintenance}}
+			Status: expv1.RedfishMaintenanceStatus{Stage: tc.stage}}
 		c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(m).Build()
 		r := &Reconciler{Client: c, APIReader: c}
 		s := &scope{rm: &infrav1.RedfishMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers-new"}}, machine: &clusterv1.Machine{}}
@@ -42,14 +55,14 @@ func TestMachineWaitsForTheHostAReuseMaintenanceGivesBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		switch mode {
-		case expv1.Reuse:
+		switch {
+		case tc.wait:
 			if len(got) != 0 || !strings.Contains(waiting, "maintenance bios (mode Reuse) gives host reused back") {
-				t.Errorf("Reuse: candidates %d, waiting %q; want none, waiting for the host", len(got), waiting)
+				t.Errorf("%s %s: candidates %d, waiting %q; want none, waiting for the host", mode, tc.stage, len(got), waiting)
 			}
-		case expv1.Replace:
+		default:
 			if len(got) != 1 || got[0].Name != "spare" || waiting != "" {
-				t.Errorf("Replace: candidates %v, waiting %q; want the spare", got, waiting)
+				t.Errorf("%s %s: candidates %v, waiting %q; want the spare", mode, tc.stage, got, waiting)
 			}
 		}
 	}

@@ -145,6 +145,11 @@ func (*MaintenancePolicy) ValidateDelete(context.Context, *expv1.RedfishMaintena
 func validatePolicy(p *expv1.RedfishMaintenancePolicy) field.ErrorList {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
+	if p.Spec.ClusterSelector != nil {
+		if _, err := metav1.LabelSelectorAsSelector(p.Spec.ClusterSelector); err != nil {
+			errs = append(errs, field.Invalid(spec.Child("clusterSelector"), p.Spec.ClusterSelector, err.Error()))
+		}
+	}
 	if p.Spec.HostSelector != nil {
 		if _, err := metav1.LabelSelectorAsSelector(p.Spec.HostSelector); err != nil {
 			errs = append(errs, field.Invalid(spec.Child("hostSelector"), p.Spec.HostSelector, err.Error()))

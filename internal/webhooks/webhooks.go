@@ -87,6 +87,17 @@ func (v *Host) validate(ctx context.Context, h *infrav1.RedfishHost, checkDuplic
 	if _, err := bmc.ParseAddress(h.Spec.BMC.Address); err != nil {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "bmc", "address"), redactedAddress(h.Spec.BMC.Address), err.Error()))
 	}
+	if sb := h.Spec.ServiceBoot; sb != nil {
+		path := field.NewPath("spec", "serviceBoot")
+		if u, err := url.Parse(sb.Image); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, field.Invalid(path.Child("image"), bmc.Redact(sb.Image), "must be an http or https URL the BMC can reach"))
+		}
+		// A service boot powers off whatever runs, without a drain: on a host serving a Machine
+		// only a maintenance (which drained it first) may ask for one.
+		if c := h.Status.Claim; c != nil && !strings.HasPrefix(sb.Requestor, "maintenance/") {
+			errs = append(errs, field.Forbidden(path, fmt.Sprintf("host is claimed by %s %s: a service boot would power it off without a drain; use a RedfishMaintenance with a bootImage task", c.Consumer.Kind, c.Consumer.Name)))
+		}
+	}
 	if len(errs) == 0 && checkDuplicates {
 		dup, err := v.duplicates(ctx, h)
 		if err != nil {

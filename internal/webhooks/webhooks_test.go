@@ -149,3 +149,35 @@ func TestBasicAuthOverPlainHTTPIsWarnedAbout(t *testing.T) {
 		}
 	}
 }
+
+func TestServiceBootIsAnHTTPImageAndOnlyAMaintenanceBootsAClaimedHost(t *testing.T) {
+	claim := &infrav1.HostClaim{Consumer: infrav1.ObjectRef{Kind: "RedfishMachine", Name: "workers-abc12"}}
+	for _, tc := range []struct {
+		name      string
+		claim     *infrav1.HostClaim
+		boot      infrav1.ServiceBoot
+		wantErr   string
+		mustNotEc string
+	}{
+		{name: "an unclaimed host, an https image", boot: infrav1.ServiceBoot{Requestor: "dc-ops", Image: "https://images.example/diag.iso"}},
+		{name: "a claimed host, a maintenance's image", claim: claim, boot: infrav1.ServiceBoot{Requestor: "maintenance/nic", Image: "https://images.example/diag.iso"}},
+		{name: "a claimed host, someone else's image", claim: claim, boot: infrav1.ServiceBoot{Requestor: "dc-ops", Image: "https://images.example/diag.iso"},
+			wantErr: "would power it off without a drain"},
+		{name: "not http", boot: infrav1.ServiceBoot{Requestor: "dc-ops", Image: "nfs://ops:hunter2@images.example/diag.iso"},
+			wantErr: "must be an http or https URL", mustNotEc: "hunter2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := host("redfish://10.0.0.57/redfish/v1/Systems/1", tc.claim)
+			h.Spec.ServiceBoot = &tc.boot
+			_, err := (&Host{}).ValidateCreate(t.Context(), h)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("want an error containing %q, got %v", tc.wantErr, err)
+			case tc.mustNotEc != "" && strings.Contains(err.Error(), tc.mustNotEc):
+				t.Errorf("the error echoes %q: %v", tc.mustNotEc, err)
+			}
+		})
+	}
+}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -21,6 +20,7 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/exp/controllers/maintenance"
 	"github.com/caprf/cluster-api-provider-redfish/internal/dev/testenv"
 )
 
@@ -52,9 +52,9 @@ func (b *bed) complete(name string) {
 	}).Should(Succeed())
 }
 
-// machineDeletions counts, from a watch on the API server, the Machines of the namespace that
-// were ever marked for deletion, by UID.
-func machineDeletions(ns string) func() map[types.UID]int {
+// machineDeletions records, from a watch on the API server, the UIDs of the Machines of the
+// namespace that were marked for deletion.
+func machineDeletions(ns string) func() []string {
 	GinkgoHelper()
 	wc, err := testenv.NewWatchClient(env.Config)
 	Expect(err).NotTo(HaveOccurred())
@@ -62,28 +62,24 @@ func machineDeletions(ns string) func() map[types.UID]int {
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(w.Stop)
 	var mu sync.Mutex
-	deleting := map[types.UID]bool{}
-	count := map[types.UID]int{}
+	deleted := map[types.UID]bool{}
 	go func() {
 		for ev := range w.ResultChan() {
-			m, ok := ev.Object.(*clusterv1.Machine)
-			if !ok || (ev.Type != watch.Modified && ev.Type != watch.Deleted) {
-				continue
+			if m, ok := ev.Object.(*clusterv1.Machine); ok && (ev.Type == watch.Deleted || !m.DeletionTimestamp.IsZero()) {
+				mu.Lock()
+				deleted[m.UID] = true
+				mu.Unlock()
 			}
-			mu.Lock()
-			// A Machine is marked once; a second mark would be a second deletion (recreated UID
-			// aside, which a UID rules out).
-			if (!m.DeletionTimestamp.IsZero() || ev.Type == watch.Deleted) && !deleting[m.UID] {
-				deleting[m.UID] = true
-				count[m.UID]++
-			}
-			mu.Unlock()
 		}
 	}()
-	return func() map[types.UID]int {
+	return func() []string {
 		mu.Lock()
 		defer mu.Unlock()
-		return maps.Clone(count)
+		out := make([]string, 0, len(deleted))
+		for uid := range deleted {
+			out = append(out, string(uid))
+		}
+		return out
 	}
 }
 
@@ -93,12 +89,13 @@ type maintenanceRun struct {
 	restarts int
 	resets   map[string]int // accepted ComputerSystem.Reset by type, whole fleet
 	boots    int
-	deleted  map[types.UID]int
+	deleted  []string // UIDs of the Machines marked for deletion
 	recorded []string // the Machine UIDs the maintenances recorded
 }
 
 // runMaintenancesWith plays three maintenances on the three workers of a fresh cluster (two
-// OwnerApproval ones the test approves, one Enforced holding the power that the test completes),
+// OwnerApproval ones the test approves, one of them in mode Reuse running an image; one Enforced
+// holding the power; the test completes those with tasks),
 // calling restart each time anything a user watches changes: a maintenance's stage or reason, a
 // host's state, a Machine's phase.
 func runMaintenancesWith(name string, restart func()) maintenanceRun {
@@ -109,9 +106,13 @@ func runMaintenancesWith(name string, restart func()) maintenanceRun {
 	sort.Slice(workers, func(i, j int) bool { return workers[i].Name < workers[j].Name })
 	names := []string{"bios-fix", "nic-firmware", "psu-swap"}
 	b.maintenance(names[0], b.hostOf(workers[0]), expv1.OwnerApproval)
-	b.maintenance(names[1], b.hostOf(workers[1]), expv1.OwnerApproval)
+	Expect(env.Create(ctx, &expv1.RedfishMaintenance{
+		ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: names[1]},
+		Spec: expv1.RedfishMaintenanceSpec{HostName: b.hostOf(workers[1]), Reason: "NIC firmware", Requestor: "fleet-ops",
+			Policy: expv1.OwnerApproval, Mode: expv1.Reuse, Tasks: []expv1.MaintenanceTask{{BootImage: &expv1.BootImage{URL: "http://images.example/nic.iso"}}}},
+	})).To(Succeed())
 	b.maintenance(names[2], b.hostOf(workers[2]), expv1.Enforced, holdPower)
-	approved, completed := map[string]bool{}, false
+	approved, completed := map[string]bool{}, map[string]bool{}
 
 	run := maintenanceRun{}
 	last := ""
@@ -130,9 +131,10 @@ func runMaintenancesWith(name string, restart func()) maintenanceRun {
 			case m.Status.Stage == expv1.StageAnnounced && m.Spec.Policy == expv1.OwnerApproval && !approved[m.Name]:
 				b.approve(m.Name)
 				approved[m.Name] = true
-			case m.Status.Stage == expv1.StageInMaintenance && m.Name == names[2] && !completed:
+			case m.Status.Stage == expv1.StageInMaintenance && len(m.Spec.Tasks) > 0 && !completed[m.Name] &&
+				conditions.GetReason(&m, infrav1.ReadyCondition) == maintenance.WaitingForCompletionReason && !strings.Contains(conditions.GetMessage(&m, infrav1.ReadyCondition), "being booted"):
 				b.complete(m.Name)
-				completed = true
+				completed[m.Name] = true
 			}
 		}
 		for _, m := range ms {
@@ -198,14 +200,9 @@ var _ = Describe("Maintenances across manager restarts", func() {
 		GinkgoWriter.Printf("restarts: %d; resets %v vs %v without; boots %d vs %d\n", restarted.restarts, restarted.resets, control.resets, restarted.boots, control.boots)
 		Expect(restarted.restarts).To(BeNumerically(">=", 10))
 
-		By("each maintenance's Machine deleted once, and no other Machine")
+		By("the Machines each maintenance recorded deleted, and no other Machine")
 		for _, run := range []maintenanceRun{control, restarted} {
-			var deleted []string
-			for uid, n := range run.deleted {
-				Expect(n).To(Equal(1), "Machine %s marked for deletion %d times", uid, n)
-				deleted = append(deleted, string(uid))
-			}
-			Expect(deleted).To(ConsistOf(run.recorded))
+			Expect(run.deleted).To(ConsistOf(run.recorded))
 		}
 		By("no power action the run without restarts did not make")
 		Expect(restarted.resets).To(Equal(control.resets))
@@ -295,7 +292,7 @@ func stageTime(m *expv1.RedfishMaintenance, s expv1.MaintenanceStage) metav1.Tim
 }
 
 var _ = Describe("Turning the Maintenance feature gate off", func() {
-	It("keeps held hosts held, and a deleted maintenance still withdraws its hold and goes", Label("maintenance-gate-off"), func() {
+	It("keeps held hosts held, and a deleted maintenance still goes", Label("maintenance-gate-off"), func() {
 		b := clusterBed("mgate", 2)
 		var free string
 		for _, h := range b.hosts() {
@@ -304,9 +301,16 @@ var _ = Describe("Turning the Maintenance feature gate off", func() {
 			}
 		}
 		Expect(free).NotTo(BeEmpty())
-		// An image task: no reboot request on the host, which alone would keep claims off it.
-		b.maintenance("psu-swap", free, expv1.Enforced, expv1.MaintenanceTask{BootImage: &expv1.BootImage{URL: "http://images.example/diag.iso"}})
-		b.waitStage("psu-swap", expv1.StageInMaintenance)
+		// Approved and waiting for a window that is not open: nothing on the host (no reboot
+		// request, no service boot) but the maintenance itself keeps claims off it.
+		Expect(env.Create(ctx, &expv1.RedfishMaintenancePolicy{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "new-year"},
+			Spec: expv1.RedfishMaintenancePolicySpec{Windows: []expv1.MaintenanceWindow{{Start: "0 0 1 1 *", Duration: metav1.Duration{Duration: time.Minute}}}}})).To(Succeed())
+		b.maintenance("psu-swap", free, expv1.Enforced, holdPower)
+		Eventually(func(g Gomega) {
+			m := b.maintenanceNamed("psu-swap")
+			g.Expect(m.Status.Stage).To(Equal(expv1.StageApproved))
+			g.Expect(conditions.GetReason(m, infrav1.ReadyCondition)).To(Equal(maintenance.WaitingForWindowReason))
+		}).Should(Succeed())
 
 		By("the manager restarted with the gate off")
 		maintenanceGate.Store(false)
@@ -321,12 +325,12 @@ var _ = Describe("Turning the Maintenance feature gate off", func() {
 			h := &infrav1.RedfishHost{}
 			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: free}, h)).To(Succeed())
 			g.Expect(h.Status.Claim).To(BeNil(), "the held host was claimed with the gate off")
-			g.Expect(h.Spec.ServiceBoot).NotTo(BeNil())
-			g.Expect(h.Status.ServiceBoot).NotTo(BeNil())
+			g.Expect(h.Spec.RebootRequests).To(BeEmpty())
+			g.Expect(h.Spec.ServiceBoot).To(BeNil())
 		}
 		Consistently(held, 3*time.Second).Should(Succeed())
 
-		By("deleting the maintenance: its hold withdrawn, the waiting worker gets the host")
+		By("deleting the maintenance: it goes, the waiting worker gets the host")
 		Expect(env.Delete(ctx, b.maintenanceNamed("psu-swap"))).To(Succeed())
 		Eventually(func() bool {
 			return apierrors.IsNotFound(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: "psu-swap"}, &expv1.RedfishMaintenance{}))
@@ -357,5 +361,30 @@ var _ = Describe("Completed maintenances", func() {
 		bad := m.DeepCopy()
 		bad.ResourceVersion, bad.Name, bad.Spec.TTLAfterCompleted = "", "bad-ttl", &metav1.Duration{Duration: -time.Second}
 		Expect(env.Create(ctx, bad)).To(MatchError(ContainSubstring("must not be negative")))
+	})
+})
+
+var _ = Describe("A maintenance whose finalizer was removed by hand", func() {
+	It("leaves no power hold behind: the host drops it once the maintenance is gone", Label("maintenance-orphan"), func() {
+		b := newBedWithoutOS("morphan", 1)
+		b.waitHostsAvailable(1)
+		host := b.hosts()[0].Name
+		b.maintenance("forgotten", host, expv1.Enforced, holdPower)
+		b.waitStage("forgotten", expv1.StageInMaintenance)
+		Eventually(func(g Gomega) {
+			h := &infrav1.RedfishHost{}
+			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: host}, h)).To(Succeed())
+			g.Expect(h.Spec.RebootRequests).To(ContainElement(HaveField("Requestor", "maintenance/forgotten")))
+		}).Should(Succeed())
+		m := b.maintenanceNamed("forgotten")
+		before := m.DeepCopy()
+		m.Finalizers = nil
+		Expect(env.Patch(ctx, m, client.MergeFrom(before))).To(Succeed())
+		Expect(env.Delete(ctx, m)).To(Succeed())
+		Eventually(func(g Gomega) {
+			h := &infrav1.RedfishHost{}
+			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: host}, h)).To(Succeed())
+			g.Expect(h.Spec.RebootRequests).To(BeEmpty())
+		}, time.Minute).Should(Succeed())
 	})
 })

@@ -41,7 +41,7 @@ var _ = Describe("A maintenance in mode Reuse", func() {
 			old := &clusterv1.Machine{}
 			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(&machine), old)).To(Succeed())
 			g.Expect(old.DeletionTimestamp.IsZero()).To(BeFalse())
-			g.Expect(old.Annotations).To(HaveKeyWithValue(maintenance.ReuseHook, "bios-reflash"))
+			g.Expect(old.Annotations).To(HaveKeyWithValue(maintenance.ReuseHook(m), string(m.UID)))
 			h := &infrav1.RedfishHost{}
 			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: host}, h)).To(Succeed())
 			g.Expect(h.Status.Claim).NotTo(BeNil())

@@ -385,7 +385,7 @@ var _ = Describe("The maintenance handshake", func() {
 		b.waitRunning("workers", 3)
 	})
 
-	It("never lets more hosts be in maintenance than the budget allows, counting hosts already unavailable", Label("maintenance-budget"), func() {
+	It("never lets more hosts be in maintenance than the budget allows, counting hosts already unavailable", Label("maintenance-budget-unready"), func() {
 		b := newBedWithoutOS("mbudget", 5)
 		b.waitHostsAvailable(5)
 		one := intstr.FromInt32(1)

@@ -135,8 +135,8 @@ type RedfishMaintenanceSpec struct {
 	// keeps its host out of service. Default: none.
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
-	// ttlAfterCompleted deletes the maintenance that long after it completed (its stages, events
-	// and metrics go with it). Default: kept until deleted. Failed maintenances are never
+	// ttlAfterCompleted deletes the maintenance that long after it completed (its stages and
+	// metrics go with it; its Events expire as Events do). Default: kept until deleted. Failed maintenances are never
 	// collected: they hold their host.
 	// +optional
 	TTLAfterCompleted *metav1.Duration `json:"ttlAfterCompleted,omitempty"`
@@ -165,6 +165,11 @@ type RedfishMaintenanceStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	MachineDeployment string `json:"machineDeployment,omitempty"`
+	// cluster of that Machine: policies selecting Clusters keep counting the host as the
+	// Cluster's while it is in maintenance.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Cluster string `json:"cluster,omitempty"`
 	// approvedBy says how the maintenance was approved: Policy (Enforced), Owner (the
 	// RedfishMachine's approval), MachineDeleted (CAPI deleted the Machine for its own reasons) or
 	// Unclaimed (nothing ran on the host).

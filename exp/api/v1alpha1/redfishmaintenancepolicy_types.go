@@ -28,6 +28,11 @@ type RedfishMaintenancePolicySpec struct {
 	// hostSelector selects the hosts (in this namespace) the policy governs; empty: all of them.
 	// +optional
 	HostSelector *metav1.LabelSelector `json:"hostSelector,omitempty"`
+	// clusterSelector narrows the hosts to those serving a Machine of a Cluster (in this
+	// namespace) with these labels, and those a maintenance took out of such a Cluster; hosts
+	// serving no Cluster then do not count. Empty: hosts whatever they serve.
+	// +optional
+	ClusterSelector *metav1.LabelSelector `json:"clusterSelector,omitempty"`
 	// windows: a maintenance starts (leaves Approved) only inside one of them. None: any time.
 	// +optional
 	// +listType=atomic

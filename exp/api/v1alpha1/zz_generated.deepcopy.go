@@ -223,6 +223,11 @@ func (in *RedfishMaintenancePolicySpec) DeepCopyInto(out *RedfishMaintenancePoli
 		*out = new(v1.LabelSelector)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.ClusterSelector != nil {
+		in, out := &in.ClusterSelector, &out.ClusterSelector
+		*out = new(v1.LabelSelector)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.Windows != nil {
 		in, out := &in.Windows, &out.Windows
 		*out = make([]MaintenanceWindow, len(*in))

@@ -45,7 +45,7 @@ const Finalizer = "redfishmaintenance.infrastructure.cluster.x-k8s.io"
 
 // RequestorPrefix starts the requestor of the reboot request a maintenance holds a host's power
 // off with: "maintenance/<name>".
-const RequestorPrefix = "maintenance/"
+const RequestorPrefix = infrav1.MaintenanceRequestorPrefix
 
 // HostIndex indexes RedfishMaintenances by spec.hostName.
 const HostIndex = "caprf.spec.hostName"
@@ -64,6 +64,8 @@ const (
 	TimedOutReason             = "TimedOut"
 	NotReplaceableReason       = "MachineNotReplaceable"
 	WaitingForReleaseReason    = "WaitingForRelease"
+	// ReuseNotForControlPlaneReason: mode Reuse is refused for control-plane Machines.
+	ReuseNotForControlPlaneReason = "ReuseNotForControlPlane"
 )
 
 // replaceable says whether deleting the Machine gets it replaced: a MachineSet's (so a
@@ -83,6 +85,11 @@ func replaceable(machine *clusterv1.Machine) bool {
 		}
 	}
 	return false
+}
+
+func isControlPlane(machine *clusterv1.Machine) bool {
+	_, ok := machine.Labels[clusterv1.MachineControlPlaneLabel]
+	return ok
 }
 
 // Reconciler reconciles RedfishMaintenances.
@@ -245,6 +252,7 @@ func (r *Reconciler) advance(ctx context.Context, m *expv1.RedfishMaintenance, h
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 		}
 		m.Status.Machine, m.Status.MachineUID, m.Status.MachineDeployment = machine.Name, string(machine.UID), machine.Labels[clusterv1.MachineDeploymentNameLabel]
+		m.Status.Cluster = machine.Spec.ClusterName
 		if err := r.announce(ctx, m, rm, true); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -316,6 +324,12 @@ func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, hos
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 		}
 	}
+	if machine != nil && m.Spec.Mode == expv1.Reuse && isControlPlane(machine) {
+		// The control plane's own pre-terminate hook runs last: the etcd member of a host held
+		// for the work would stay a member, powered off, for as long as the work takes.
+		r.waiting(m, ReuseNotForControlPlaneReason, "Machine %s is a control-plane Machine: mode Reuse would keep its etcd member in the cluster while the host is worked on. Use mode Replace", machine.Name)
+		return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, nil
+	}
 	if machine != nil && machine.DeletionTimestamp.IsZero() && string(machine.UID) == m.Status.MachineUID && !replaceable(machine) {
 		r.waiting(m, NotReplaceableReason, "Machine %s belongs to no MachineSet or control plane: deleting it would not replace it. Move its workload and delete it yourself; the maintenance then proceeds", machine.Name)
 		return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, nil
@@ -376,7 +390,9 @@ func (r *Reconciler) drain(ctx context.Context, m *expv1.RedfishMaintenance, hos
 		r.event(m, "MachineDeleted", "deleted Machine %s so CAPI drains it and its MachineSet replaces it", machine.Name)
 	}
 	switch released := host.Status.Claim == nil && host.Status.State == infrav1.HostStateAvailable; {
-	case reuse && !released && !waitingForHook(machine, m):
+	case reuse && !released && (!waitingForHook(machine, m) || host.Status.State != infrav1.HostStateProvisioned):
+		// Provisioned too: CAPI skips the drain of a Machine whose Node never joined, and a host
+		// still booting its OS is not handed to the tasks.
 		r.waiting(m, DrainingReason, "Waiting for CAPI to drain Machine %s; host %s stays claimed by its pre-terminate hook (mode Reuse)", m.Status.Machine, host.Name)
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	case !reuse && !released:
@@ -409,18 +425,32 @@ func (r *Reconciler) work(ctx context.Context, m *expv1.RedfishMaintenance, host
 		if err := r.setServiceBoot(ctx, host, m, image); err != nil {
 			return retryOnConflict(err)
 		}
+		if sb := host.Status.ServiceBoot; sb == nil || sb.Image != hostctrl.ImageKey(image) {
+			r.waiting(m, WaitingForCompletionReason, "Host %s is being booted into %s (see the host's events if this lasts)", host.Name, bmc.Redact(image))
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
 		r.waiting(m, WaitingForCompletionReason, "Host %s runs %s (power %s) until spec.complete is set", host.Name, bmc.Redact(image), host.Status.PowerState)
 		return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, nil
 	case image != "":
-		// Wound down with the power held, so the host's own OS does not start in between.
-		if err := r.setHold(ctx, host, m, true); err != nil {
-			return retryOnConflict(err)
+		// Wound down with the power held, so the host's own OS does not start in between: the
+		// image ejected and the host off before it is handed back. Only this maintenance's image:
+		// another's (queued behind it) is never cut off.
+		ours := host.Spec.ServiceBoot != nil && host.Spec.ServiceBoot.Requestor == requestor(m)
+		if ours {
+			if err := r.setHold(ctx, host, m, true); err != nil {
+				return retryOnConflict(err)
+			}
+			if err := r.setServiceBoot(ctx, host, m, ""); err != nil {
+				return retryOnConflict(err)
+			}
 		}
-		if err := r.setServiceBoot(ctx, host, m, ""); err != nil {
-			return retryOnConflict(err)
-		}
-		if sb := host.Status.ServiceBoot; sb != nil && sb.Image == hostctrl.ImageKey(image) {
+		held := slices.ContainsFunc(host.Spec.RebootRequests, func(q infrav1.RebootRequest) bool { return q.Requestor == requestor(m) })
+		switch sb := host.Status.ServiceBoot; {
+		case held && sb != nil && sb.Image == hostctrl.ImageKey(image):
 			r.waiting(m, WaitingForCompletionReason, "Waiting for host %s to eject %s", host.Name, sb.Image)
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		case held && host.Status.PowerState != string(bmc.PowerOff):
+			r.waiting(m, WaitingForCompletionReason, "Waiting for host %s to power off after the image (now %s)", host.Name, host.Status.PowerState)
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 		}
 	}
@@ -428,7 +458,7 @@ func (r *Reconciler) work(ctx context.Context, m *expv1.RedfishMaintenance, host
 		// The work is done: the hook goes, CAPI deletes the RedfishMachine and the host is released
 		// (uncleaned, reserved for the owner) with its power still held; then the replacement,
 		// which waits for it, boots on it.
-		if err := r.liftReuseHook(ctx, m, host); err != nil {
+		if err := r.liftReuseHook(ctx, m); err != nil {
 			return retryOnConflict(err)
 		}
 		if host.Status.Claim != nil || host.Status.State != infrav1.HostStateAvailable {
@@ -497,11 +527,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, m *expv1.RedfishMainte
 
 // withdraw removes what an ended maintenance put elsewhere: its power hold and announcement.
 func (r *Reconciler) withdraw(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost) error {
+	if err := r.liftReuseHook(ctx, m); err != nil {
+		return err
+	}
 	if host == nil {
 		return nil
-	}
-	if err := r.liftReuseHook(ctx, m, host); err != nil {
-		return err
 	}
 	if err := r.setServiceBoot(ctx, host, m, ""); err != nil {
 		return err

@@ -102,23 +102,82 @@ func holding(ms []expv1.RedfishMaintenance, skip string) map[string]bool {
 	return out
 }
 
+// fleet is what budgets are counted over: a namespace's hosts and maintenances, and the labels of
+// its Clusters (nil when no policy selects Clusters).
+type fleet struct {
+	hosts    []infrav1.RedfishHost
+	ms       []expv1.RedfishMaintenance
+	clusters map[string]labels.Set
+}
+
+// listFleet reads a namespace's fleet with reader; the Clusters only when a policy selects them.
+func listFleet(ctx context.Context, reader client.Reader, namespace string, policies []expv1.RedfishMaintenancePolicy) (fleet, error) {
+	var f fleet
+	hosts := &infrav1.RedfishHostList{}
+	if err := reader.List(ctx, hosts, client.InNamespace(namespace)); err != nil {
+		return f, err
+	}
+	ms := &expv1.RedfishMaintenanceList{}
+	if err := reader.List(ctx, ms, client.InNamespace(namespace)); err != nil {
+		return f, err
+	}
+	f.hosts, f.ms = hosts.Items, ms.Items
+	if !slices.ContainsFunc(policies, func(p expv1.RedfishMaintenancePolicy) bool { return p.Spec.ClusterSelector != nil }) {
+		return f, nil
+	}
+	clusters := &clusterv1.ClusterList{}
+	if err := reader.List(ctx, clusters, client.InNamespace(namespace)); err != nil {
+		return f, err
+	}
+	f.clusters = map[string]labels.Set{}
+	for _, c := range clusters.Items {
+		f.clusters[c.Name] = c.Labels
+	}
+	return f, nil
+}
+
+// clusterOf is the Cluster a host serves: its claim's, or the one a maintenance holding it took
+// it out of.
+func (f fleet) clusterOf(h *infrav1.RedfishHost) string {
+	if c := h.Status.Claim; c != nil && c.ClusterName != "" {
+		return c.ClusterName
+	}
+	for _, m := range f.ms {
+		if m.Spec.HostName == h.Name && m.Status.Stage.Holds() && m.Status.Cluster != "" {
+			return m.Status.Cluster
+		}
+	}
+	return ""
+}
+
 // budgetOf counts what a policy governs: its hosts, those unavailable for any reason (not Ready)
 // or held by a maintenance past approval, and those in maintenance.
-func budgetOf(p *expv1.RedfishMaintenancePolicy, hosts []infrav1.RedfishHost, ms []expv1.RedfishMaintenance, skip string) (budget, []string, error) {
-	sel := labels.Everything()
+func budgetOf(p *expv1.RedfishMaintenancePolicy, f fleet, skip string) (budget, []string, error) {
+	sel, clusterSel := labels.Everything(), labels.Selector(nil)
+	var err error
 	if p.Spec.HostSelector != nil {
-		var err error
 		if sel, err = metav1.LabelSelectorAsSelector(p.Spec.HostSelector); err != nil {
 			return budget{}, nil, fmt.Errorf("hostSelector: %w", err)
 		}
 	}
-	held := holding(ms, skip)
+	if p.Spec.ClusterSelector != nil {
+		if clusterSel, err = metav1.LabelSelectorAsSelector(p.Spec.ClusterSelector); err != nil {
+			return budget{}, nil, fmt.Errorf("clusterSelector: %w", err)
+		}
+	}
+	held := holding(f.ms, skip)
 	var b budget
 	var names []string
-	for i := range hosts {
-		h := &hosts[i]
+	for i := range f.hosts {
+		h := &f.hosts[i]
 		if !sel.Matches(labels.Set(h.Labels)) {
 			continue
+		}
+		if clusterSel != nil {
+			c, ok := f.clusters[f.clusterOf(h)]
+			if !ok || !clusterSel.Matches(c) {
+				continue
+			}
 		}
 		b.hosts++
 		names = append(names, h.Name)
@@ -130,7 +189,6 @@ func budgetOf(p *expv1.RedfishMaintenancePolicy, hosts []infrav1.RedfishHost, ms
 			b.unavailable++
 		}
 	}
-	var err error
 	if b.maxUnavailable, err = scaled(p.Spec.MaxUnavailable, b.hosts, 1); err != nil {
 		return b, names, fmt.Errorf("maxUnavailable: %w", err)
 	}
@@ -217,23 +275,19 @@ func (r *Reconciler) gateOpen(ctx context.Context, m *expv1.RedfishMaintenance, 
 	if err := r.APIReader.List(ctx, policies, client.InNamespace(m.Namespace)); err != nil {
 		return false, "", "", 0, err
 	}
-	hosts := &infrav1.RedfishHostList{}
-	if err := r.APIReader.List(ctx, hosts, client.InNamespace(m.Namespace)); err != nil {
-		return false, "", "", 0, err
-	}
-	ms := &expv1.RedfishMaintenanceList{}
-	if err := r.APIReader.List(ctx, ms, client.InNamespace(m.Namespace)); err != nil {
+	f, err := listFleet(ctx, r.APIReader, m.Namespace, policies.Items)
+	if err != nil {
 		return false, "", "", 0, err
 	}
 	// Another maintenance already has this host out: taking it again costs no budget and waits
 	// for no one.
-	hostHeld := holding(ms.Items, m.Name)[host.Name]
+	hostHeld := holding(f.ms, m.Name)[host.Name]
 	now := r.Now()
 	limit := 1 // the MachineDeployment's share of the budget: the strictest policy's maxUnavailable
 	governed := false
 	for i := range policies.Items {
 		p := &policies.Items[i]
-		b, names, err := budgetOf(p, hosts.Items, ms.Items, m.Name)
+		b, names, err := budgetOf(p, f, m.Name)
 		if err != nil {
 			return false, InvalidPolicyReason, fmt.Sprintf("RedfishMaintenancePolicy %s: %v", p.Name, err), 10 * r.PollInterval, nil
 		}
@@ -254,25 +308,25 @@ func (r *Reconciler) gateOpen(ctx context.Context, m *expv1.RedfishMaintenance, 
 		if ok, why := b.allows(!conditions.IsTrue(host, infrav1.ReadyCondition), hostHeld); !ok {
 			return false, WaitingForBudgetReason, fmt.Sprintf("RedfishMaintenancePolicy %s: %s", p.Name, why), r.PollInterval, nil
 		}
-		if first := firstWaiting(ms.Items, names); !hostHeld && first != nil && first.Name != m.Name {
+		if first := firstWaiting(f.ms, names); !hostHeld && first != nil && first.Name != m.Name {
 			return false, WaitingForBudgetReason, fmt.Sprintf("RedfishMaintenancePolicy %s: maintenance %s (priority %d) goes first", p.Name, first.Name, first.Spec.Priority), r.PollInterval, nil
 		}
 	}
 	if !governed {
 		// No policy selects the host: one such maintenance at a time in the namespace.
-		for _, o := range ms.Items {
-			if o.Name != m.Name && o.Spec.HostName != host.Name && (o.Status.Stage == expv1.StageDraining || o.Status.Stage == expv1.StageInMaintenance) && !r.governed(policies.Items, hosts.Items, o.Spec.HostName) {
+		for _, o := range f.ms {
+			if o.Name != m.Name && o.Spec.HostName != host.Name && (o.Status.Stage == expv1.StageDraining || o.Status.Stage == expv1.StageInMaintenance) && !r.governed(policies.Items, f, o.Spec.HostName) {
 				return false, WaitingForBudgetReason, fmt.Sprintf("No RedfishMaintenancePolicy selects host %s: one such maintenance at a time, and %s is under way", host.Name, o.Name), r.PollInterval, nil
 			}
 		}
 	}
-	return r.machineDeploymentAllows(ctx, m, machine, ms.Items, limit)
+	return r.machineDeploymentAllows(ctx, m, machine, f.ms, limit)
 }
 
 // governed says whether a policy selects the host.
-func (r *Reconciler) governed(policies []expv1.RedfishMaintenancePolicy, hosts []infrav1.RedfishHost, host string) bool {
+func (r *Reconciler) governed(policies []expv1.RedfishMaintenancePolicy, f fleet, host string) bool {
 	for i := range policies {
-		if _, names, err := budgetOf(&policies[i], hosts, nil, ""); err == nil && slices.Contains(names, host) {
+		if _, names, err := budgetOf(&policies[i], f, ""); err == nil && slices.Contains(names, host) {
 			return true
 		}
 	}

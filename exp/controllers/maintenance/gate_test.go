@@ -1,10 +1,12 @@
 package maintenance
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
@@ -66,7 +68,7 @@ func TestBudgetCountsHostsUnavailableForAnyReason(t *testing.T) {
 	two := intstr.FromInt32(2)
 	p := &expv1.RedfishMaintenancePolicy{Spec: expv1.RedfishMaintenancePolicySpec{
 		HostSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"rack": "r1"}}, MaxUnavailable: &two}}
-	b, names, err := budgetOf(p, hosts, ms, "m-d")
+	b, names, err := budgetOf(p, fleet{hosts: hosts, ms: ms}, "m-d")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,13 +86,13 @@ func TestBudgetCountsHostsUnavailableForAnyReason(t *testing.T) {
 	}
 	pct := intstr.FromString("10%") // of 5 hosts: 0.5, at least 1
 	p.Spec.MaxUnavailable, p.Spec.HostSelector = &pct, nil
-	if b, _, _ := budgetOf(p, hosts, nil, ""); b.maxUnavailable != 1 || b.maxParallel != -1 {
+	if b, _, _ := budgetOf(p, fleet{hosts: hosts}, ""); b.maxUnavailable != 1 || b.maxParallel != -1 {
 		t.Errorf("10%% of %d hosts gives maxUnavailable %d (maxParallel %d), want 1 (no limit)", b.hosts, b.maxUnavailable, b.maxParallel)
 	}
 	one := intstr.FromInt32(1)
 	five := intstr.FromInt32(5)
 	p.Spec.MaxUnavailable, p.Spec.MaxParallel = &five, &one
-	b, _, _ = budgetOf(p, hosts, ms, "")
+	b, _, _ = budgetOf(p, fleet{hosts: hosts, ms: ms}, "")
 	if ok, why := b.allows(false, false); ok {
 		t.Errorf("maxParallel 1 with two hosts in maintenance allowed a third (%+v)", b)
 	} else if why == "" {
@@ -98,5 +100,33 @@ func TestBudgetCountsHostsUnavailableForAnyReason(t *testing.T) {
 	}
 	if ok, why := b.allows(false, true); !ok {
 		t.Errorf("a second maintenance of a host already in maintenance takes no budget, but was refused: %s", why)
+	}
+}
+
+func TestClusterSelectorCountsTheClustersHostsAlsoWhileInMaintenance(t *testing.T) {
+	ready := []metav1.Condition{{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue}}
+	host := func(name, cluster string) infrav1.RedfishHost {
+		h := infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		h.Status.Conditions = ready
+		if cluster != "" {
+			h.Status.Claim = &infrav1.HostClaim{ClusterName: cluster}
+		}
+		return h
+	}
+	f := fleet{
+		// "released" serves no Cluster any more: the maintenance took it out of prod-a.
+		hosts: []infrav1.RedfishHost{host("a1", "prod-a"), host("a2", "prod-a"), host("released", ""), host("b1", "dev-b"), host("spare", "")},
+		ms: []expv1.RedfishMaintenance{{ObjectMeta: metav1.ObjectMeta{Name: "m"}, Spec: expv1.RedfishMaintenanceSpec{HostName: "released"},
+			Status: expv1.RedfishMaintenanceStatus{Stage: expv1.StageInMaintenance, Cluster: "prod-a"}}},
+		clusters: map[string]labels.Set{"prod-a": {"tier": "prod"}, "dev-b": {"tier": "dev"}},
+	}
+	p := &expv1.RedfishMaintenancePolicy{Spec: expv1.RedfishMaintenancePolicySpec{
+		ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "prod"}}}}
+	b, names, err := budgetOf(p, f, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(names, []string{"a1", "a2", "released"}) || b.inMaintenance != 1 {
+		t.Errorf("selected %v (%+v), want a1, a2 and the released host in maintenance", names, b)
 	}
 }

@@ -72,15 +72,11 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 			retErr = errors.Join(retErr, err)
 		}
 	}()
-	hosts := &infrav1.RedfishHostList{}
-	if err := r.Client.List(ctx, hosts, client.InNamespace(p.Namespace)); err != nil {
+	f, err := listFleet(ctx, r.Client, p.Namespace, []expv1.RedfishMaintenancePolicy{*p})
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	ms := &expv1.RedfishMaintenanceList{}
-	if err := r.Client.List(ctx, ms, client.InNamespace(p.Namespace)); err != nil {
-		return ctrl.Result{}, err
-	}
-	b, _, berr := budgetOf(p, hosts.Items, ms.Items, "")
+	b, _, berr := budgetOf(p, f, "")
 	open, next, werr := windowState(p.Spec.Windows, r.Now())
 	if err := errors.Join(berr, werr); err != nil {
 		conditions.Set(p, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: InvalidPolicyReason, Message: err.Error()})

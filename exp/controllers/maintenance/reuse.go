@@ -10,20 +10,28 @@ import (
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 )
 
-// ReuseHook is the CAPI pre-terminate hook a maintenance in mode Reuse puts on the Machine it
-// deletes: CAPI drains the Node, then waits with the RedfishMachine (and so the host's claim) in
-// place until the maintenance lifts it. Its value names the maintenance.
-const ReuseHook = clusterv1.PreTerminateDeleteHookAnnotationPrefix + "/caprf-maintenance"
+// ReuseHookPrefix starts the CAPI pre-terminate hook a maintenance in mode Reuse puts on the
+// Machine it deletes, one per maintenance ("…/caprf-maintenance-<name>"): CAPI drains the Node,
+// then waits with the RedfishMachine (and so the host's claim) in place until it is lifted.
+const ReuseHookPrefix = clusterv1.PreTerminateDeleteHookAnnotationPrefix + "/caprf-maintenance-"
 
-// holdForReuse puts the hook on the Machine and makes the host's claim release it uncleaned and
-// reserved for its owner. Both are idempotent: a restart repeats nothing.
+// ReuseHook is the hook of maintenance m; its value names the maintenance's UID.
+func ReuseHook(m *expv1.RedfishMaintenance) string { return ReuseHookPrefix + m.Name }
+
+// holdForReuse puts the hook on the Machine before this maintenance deletes it, and makes the
+// host's claim release the host uncleaned and reserved for its owner. A Machine CAPI is already
+// deleting gets no hook: CAPI may be past it, and would then never look again. Both steps are
+// idempotent: a restart repeats nothing.
 func (r *Reconciler) holdForReuse(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, machine *clusterv1.Machine) error {
-	if machine.Annotations[ReuseHook] != m.Name && (machine.Status.Deletion == nil || machine.Status.Deletion.WaitForPreTerminateHookStartTime.IsZero()) {
+	if _, ok := machine.Annotations[ReuseHook(m)]; !ok {
+		if !machine.DeletionTimestamp.IsZero() {
+			return nil
+		}
 		before := machine.DeepCopy()
 		if machine.Annotations == nil {
 			machine.Annotations = map[string]string{}
 		}
-		machine.Annotations[ReuseHook] = m.Name
+		machine.Annotations[ReuseHook(m)] = string(m.UID)
 		if err := r.Client.Patch(ctx, machine, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 			return client.IgnoreNotFound(err)
 		}
@@ -37,22 +45,30 @@ func (r *Reconciler) holdForReuse(ctx context.Context, m *expv1.RedfishMaintenan
 	return r.Client.Status().Patch(ctx, host, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 }
 
-// waitingForHook says whether CAPI has drained the Machine and now waits for the hook.
+// waitingForHook says whether CAPI has drained the Machine and now waits for this maintenance's hook.
 func waitingForHook(machine *clusterv1.Machine, m *expv1.RedfishMaintenance) bool {
-	return machine != nil && string(machine.UID) == m.Status.MachineUID && machine.Annotations[ReuseHook] == m.Name &&
+	if machine == nil {
+		return false
+	}
+	_, hooked := machine.Annotations[ReuseHook(m)]
+	return string(machine.UID) == m.Status.MachineUID && hooked &&
 		machine.Status.Deletion != nil && !machine.Status.Deletion.WaitForPreTerminateHookStartTime.IsZero()
 }
 
-// liftReuseHook removes this maintenance's hook from the Machine on the host, if it carries it.
-func (r *Reconciler) liftReuseHook(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost) error {
-	if m.Spec.Mode != expv1.Reuse || host == nil {
+// liftReuseHook removes this maintenance's hook from the Machine it recorded, found by name and
+// UID (not through the host, whose claim may be gone), if the hook is there.
+func (r *Reconciler) liftReuseHook(ctx context.Context, m *expv1.RedfishMaintenance) error {
+	if m.Spec.Mode != expv1.Reuse || m.Status.Machine == "" {
 		return nil
 	}
-	_, machine, err := r.consumer(ctx, host)
-	if err != nil || machine == nil || machine.Annotations[ReuseHook] != m.Name {
-		return err
+	machine := &clusterv1.Machine{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Status.Machine}, machine); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if _, ok := machine.Annotations[ReuseHook(m)]; !ok || string(machine.UID) != m.Status.MachineUID {
+		return nil
 	}
 	before := machine.DeepCopy()
-	delete(machine.Annotations, ReuseHook)
+	delete(machine.Annotations, ReuseHook(m))
 	return client.IgnoreNotFound(r.Client.Patch(ctx, machine, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})))
 }

@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -282,6 +283,10 @@ func (e *Environment) startManager() error {
 		err := mgr.Start(ctx)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "testenv: manager exited: %v\n", err)
+			if errors.Is(err, context.DeadlineExceeded) {
+				// What did not stop within the graceful shutdown timeout.
+				_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+			}
 		}
 		done <- err
 	}()
