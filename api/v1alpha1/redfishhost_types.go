@@ -160,6 +160,8 @@ type ServiceBoot struct {
 
 // ServiceBootStatus records the service boot the host made, so that it is made once.
 type ServiceBootStatus struct {
+	// requestor the boot was made for.
+	Requestor string `json:"requestor,omitempty"`
 	// image that was inserted and booted: host and path of its URL (no credentials).
 	Image string `json:"image,omitempty"`
 	// bootIssuedAt is when the image was attached and the boot to it recorded.

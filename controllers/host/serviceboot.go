@@ -18,34 +18,32 @@ import (
 // Starting: the host is powered off, the image inserted with a Continuous boot override to the
 // virtual CD, status.serviceBoot recorded; then only a host found off is powered on (a power-on
 // whose answer was lost is not sent twice; a host the BMC powered off runs the image again).
-// A reboot request wins: nothing is powered on while one is there. Stopping (spec entry gone):
-// the image is ejected and the override cleared; the power is the state's business again.
+// A reboot request wins: nothing is powered on while one is there. Stopping (spec entry gone or
+// asked by another requestor): the image is ejected and the override cleared before anything
+// else; the power is the state's business again.
 func (r *Reconciler) serviceBoot(ctx context.Context, s *scope) (bool, ctrl.Result, error) {
 	h := s.host
 	want, done := h.Spec.ServiceBoot, h.Status.ServiceBoot
 	switch {
 	case want == nil && done == nil:
 		return false, ctrl.Result{}, nil
-	case want == nil:
+	case done != nil && (want == nil || done.Requestor != want.Requestor || done.Image != ImageKey(want.Image)):
+		// The boot made is not (or no longer) the one asked for: it ends first, whatever holds
+		// the power, so that its requestor sees it gone.
 		if err := s.bmc.EjectMedia(ctx, done.Image); err != nil {
 			return true, ctrl.Result{}, err
 		}
 		if err := s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootNone}); err != nil {
-			return true, ctrl.Result{}, err
+			return true, ctrl.Result{RequeueAfter: r.PollInterval}, ignoreConflict(err)
 		}
-		r.event(h, "ServiceBootEnded", "ServiceBoot", "ejected %s", done.Image)
+		r.event(h, "ServiceBootEnded", "ServiceBoot", "ejected %s of %s", done.Image, done.Requestor)
 		h.Status.ServiceBoot = nil
 		return true, ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	case len(h.Spec.RebootRequests) > 0:
 		return false, ctrl.Result{}, nil // held off: the state powers the host off
-	case done == nil || done.Image != ImageKey(want.Image):
+	case done == nil:
 		if s.power != bmc.PowerOff {
 			return true, ctrl.Result{RequeueAfter: r.PollInterval}, ignoreConflict(r.reset(ctx, s, bmc.ResetForceOff))
-		}
-		if done != nil {
-			if err := s.bmc.EjectMedia(ctx, done.Image); err != nil {
-				return true, ctrl.Result{}, err
-			}
 		}
 		if err := s.bmc.InsertMedia(ctx, want.Image, ""); err != nil {
 			return true, ctrl.Result{}, err
@@ -54,7 +52,7 @@ func (r *Reconciler) serviceBoot(ctx context.Context, s *scope) (bool, ctrl.Resu
 			return true, ctrl.Result{RequeueAfter: r.PollInterval}, ignoreConflict(err)
 		}
 		// Recorded before the power-on, as the provisioning boot is.
-		h.Status.ServiceBoot = &infrav1.ServiceBootStatus{Image: ImageKey(want.Image), BootIssuedAt: metav1.Now()}
+		h.Status.ServiceBoot = &infrav1.ServiceBootStatus{Requestor: want.Requestor, Image: ImageKey(want.Image), BootIssuedAt: metav1.Now()}
 		r.event(h, "ServiceBoot", "ServiceBoot", "booting %s for %s", bmc.Redact(want.Image), want.Requestor)
 		return true, ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	case s.power == bmc.PowerOff:

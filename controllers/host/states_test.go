@@ -376,6 +376,18 @@ func TestHostStateMachine(t *testing.T) {
 			}},
 			bmc:  fakeBMC{power: bmc.PowerOn},
 			want: want{state: infrav1.HostStateAvailable, calls: []string{"Reset(ForceOff)"}}},
+		{name: "service boot passed to another requestor with the same image, the power held: the first one's boot ends (ejected) all the same",
+			host: []func(*infrav1.RedfishHost){serviceBoot(infrav1.HostStateAvailable, "images.example/diag.iso"), func(h *infrav1.RedfishHost) {
+				h.Spec.ServiceBoot.Requestor = "maintenance/other"
+				h.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "maintenance/diag", Mode: infrav1.RebootModeHard}}
+			}},
+			bmc: fakeBMC{power: bmc.PowerOn},
+			want: want{state: infrav1.HostStateAvailable, calls: []string{"EjectMedia(images.example/diag.iso)", "SetBootOverride(None)"}, requeue: poll,
+				check: func(t *testing.T, h *infrav1.RedfishHost) {
+					if h.Status.ServiceBoot != nil {
+						t.Error("status.serviceBoot of the first requestor kept")
+					}
+				}}},
 		{name: "service boot withdrawn: the image ejected, the override cleared, the record gone",
 			host: []func(*infrav1.RedfishHost){serviceBoot(infrav1.HostStateAvailable, "images.example/diag.iso"), func(h *infrav1.RedfishHost) { h.Spec.ServiceBoot = nil }},
 			bmc:  fakeBMC{power: bmc.PowerOn},
@@ -463,7 +475,7 @@ func serviceBoot(state infrav1.HostState, recorded string) func(*infrav1.Redfish
 		h.Status.State = state
 		h.Spec.ServiceBoot = &infrav1.ServiceBoot{Requestor: "maintenance/diag", Image: "https://images.example/diag.iso?sig=s3cret"}
 		if recorded != "" {
-			h.Status.ServiceBoot = &infrav1.ServiceBootStatus{Image: recorded, BootIssuedAt: metav1.Now()}
+			h.Status.ServiceBoot = &infrav1.ServiceBootStatus{Requestor: "maintenance/diag", Image: recorded, BootIssuedAt: metav1.Now()}
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"reflect"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,7 +51,7 @@ type Host struct {
 // ValidateCreate checks the BMC address; a missing credentials Secret is only a warning (GitOps
 // tools may apply the host before its Secret).
 func (v *Host) ValidateCreate(ctx context.Context, h *infrav1.RedfishHost) (admission.Warnings, error) {
-	return v.validate(ctx, h, true)
+	return v.validate(ctx, h, true, true)
 }
 
 // ValidateUpdate checks like ValidateCreate, and refuses to re-point a claimed host at another
@@ -74,7 +75,9 @@ func (v *Host) ValidateUpdate(ctx context.Context, old, h *infrav1.RedfishHost) 
 				rf.Kind, rf.Name)),
 		})
 	}
-	return v.validate(ctx, h, identityChanged)
+	// The service boot only when it changes: a host keeps accepting other updates (finalizers,
+	// reboot requests) whatever it was given before.
+	return v.validate(ctx, h, identityChanged, !reflect.DeepEqual(old.Spec.ServiceBoot, h.Spec.ServiceBoot))
 }
 
 // ValidateDelete allows every delete (a claimed host waits for its machine in its finalizer).
@@ -82,18 +85,19 @@ func (v *Host) ValidateDelete(context.Context, *infrav1.RedfishHost) (admission.
 	return nil, nil
 }
 
-func (v *Host) validate(ctx context.Context, h *infrav1.RedfishHost, checkDuplicates bool) (admission.Warnings, error) {
+func (v *Host) validate(ctx context.Context, h *infrav1.RedfishHost, checkDuplicates, checkServiceBoot bool) (admission.Warnings, error) {
 	var errs field.ErrorList
 	if _, err := bmc.ParseAddress(h.Spec.BMC.Address); err != nil {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "bmc", "address"), redactedAddress(h.Spec.BMC.Address), err.Error()))
 	}
-	if sb := h.Spec.ServiceBoot; sb != nil {
+	if sb := h.Spec.ServiceBoot; sb != nil && checkServiceBoot {
 		path := field.NewPath("spec", "serviceBoot")
 		if u, err := url.Parse(sb.Image); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, field.Invalid(path.Child("image"), bmc.Redact(sb.Image), "must be an http or https URL the BMC can reach"))
 		}
 		// A service boot powers off whatever runs, without a drain: on a host serving a Machine
-		// only a maintenance (which drained it first) may ask for one.
+		// only a maintenance (which drained it first) may ask for one. A guard against mistakes,
+		// not an access control: who may edit hosts may write any requestor.
 		if c := h.Status.Claim; c != nil && !strings.HasPrefix(sb.Requestor, "maintenance/") {
 			errs = append(errs, field.Forbidden(path, fmt.Sprintf("host is claimed by %s %s: a service boot would power it off without a drain; use a RedfishMaintenance with a bootImage task", c.Consumer.Kind, c.Consumer.Name)))
 		}

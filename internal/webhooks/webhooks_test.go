@@ -181,3 +181,14 @@ func TestServiceBootIsAnHTTPImageAndOnlyAMaintenanceBootsAClaimedHost(t *testing
 		})
 	}
 }
+
+func TestAnUnchangedServiceBootDoesNotBlockOtherUpdates(t *testing.T) {
+	claim := &infrav1.HostClaim{Consumer: infrav1.ObjectRef{Kind: "RedfishMachine", Name: "workers-abc12"}}
+	old := host("redfish://10.0.0.57/redfish/v1/Systems/1", claim)
+	old.Spec.ServiceBoot = &infrav1.ServiceBoot{Requestor: "dc-ops", Image: "https://images.example/diag.iso"} // from before the rule
+	updated := old.DeepCopy()
+	updated.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "remediation/r1", Mode: infrav1.RebootModeHard}}
+	if _, err := (&Host{}).ValidateUpdate(t.Context(), old, updated); err != nil {
+		t.Fatalf("a reboot request refused because of an unchanged service boot: %v", err)
+	}
+}

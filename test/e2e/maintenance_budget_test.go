@@ -6,6 +6,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -82,6 +83,7 @@ var _ = Describe("A cluster's disruption budget", func() {
 				if running < lowRunning.Load() {
 					lowRunning.Store(running)
 				}
+				time.Sleep(20 * time.Millisecond)
 			}
 		})
 		DeferCleanup(func() { stop(); wg.Wait() })

@@ -293,18 +293,28 @@ func stageTime(m *expv1.RedfishMaintenance, s expv1.MaintenanceStage) metav1.Tim
 
 var _ = Describe("Turning the Maintenance feature gate off", func() {
 	It("keeps held hosts held, and a deleted maintenance still goes", Label("maintenance-gate-off"), func() {
-		b := clusterBed("mgate", 2)
-		var free string
+		b := clusterBed("mgate", 3)
+		var free, held string
 		for _, h := range b.hosts() {
 			if h.Status.Claim == nil {
-				free = h.Name
+				free, held = h.Name, free
 			}
 		}
-		Expect(free).NotTo(BeEmpty())
+		Expect(held).NotTo(BeEmpty())
+		// Under way on another host: its power hold in place when the gate goes off.
+		b.maintenance("dimm-swap", held, expv1.Enforced, holdPower)
+		b.waitStage("dimm-swap", expv1.StageInMaintenance)
+		Eventually(b.server(held).PowerState).Should(Equal("Off"))
 		// Approved and waiting for a window that is not open: nothing on the host (no reboot
 		// request, no service boot) but the maintenance itself keeps claims off it.
 		Expect(env.Create(ctx, &expv1.RedfishMaintenancePolicy{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "new-year"},
-			Spec: expv1.RedfishMaintenancePolicySpec{Windows: []expv1.MaintenanceWindow{{Start: "0 0 1 1 *", Duration: metav1.Duration{Duration: time.Minute}}}}})).To(Succeed())
+			Spec: expv1.RedfishMaintenancePolicySpec{HostSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/hostname": free}},
+				Windows: []expv1.MaintenanceWindow{{Start: "0 0 1 1 *", Duration: metav1.Duration{Duration: time.Minute}}}}})).To(Succeed())
+		h := &infrav1.RedfishHost{}
+		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: free}, h)).To(Succeed())
+		before := h.DeepCopy()
+		h.Labels = map[string]string{"kubernetes.io/hostname": free}
+		Expect(env.Patch(ctx, h, client.MergeFrom(before))).To(Succeed())
 		b.maintenance("psu-swap", free, expv1.Enforced, holdPower)
 		Eventually(func(g Gomega) {
 			m := b.maintenanceNamed("psu-swap")
@@ -321,22 +331,30 @@ var _ = Describe("Turning the Maintenance feature gate off", func() {
 		})
 		b.machineDeployment("workers", "workers", 1)
 		Eventually(func(g Gomega) { g.Expect(b.machines("workers")).To(HaveLen(1)) }).Should(Succeed())
-		held := func(g Gomega) {
+		kept := func(g Gomega) {
 			h := &infrav1.RedfishHost{}
 			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: free}, h)).To(Succeed())
 			g.Expect(h.Status.Claim).To(BeNil(), "the held host was claimed with the gate off")
 			g.Expect(h.Spec.RebootRequests).To(BeEmpty())
 			g.Expect(h.Spec.ServiceBoot).To(BeNil())
 		}
-		Consistently(held, 3*time.Second).Should(Succeed())
+		Consistently(kept, 3*time.Second).Should(Succeed())
 
-		By("deleting the maintenance: it goes, the waiting worker gets the host")
+		By("deleting the maintenance under way: its power hold withdrawn, it goes")
+		Expect(env.Delete(ctx, b.maintenanceNamed("dimm-swap"))).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(apierrors.IsNotFound(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: "dimm-swap"}, &expv1.RedfishMaintenance{}))).To(BeTrue())
+			h := &infrav1.RedfishHost{}
+			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: held}, h)).To(Succeed())
+			g.Expect(h.Spec.RebootRequests).To(BeEmpty())
+		}).Should(Succeed())
+
+		By("deleting the waiting maintenance: it goes too")
 		Expect(env.Delete(ctx, b.maintenanceNamed("psu-swap"))).To(Succeed())
 		Eventually(func() bool {
 			return apierrors.IsNotFound(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: "psu-swap"}, &expv1.RedfishMaintenance{}))
 		}).Should(BeTrue(), "the maintenance stays (its finalizer) with the gate off")
-		b.waitRunning("workers", 1)
-		Expect(b.hostOf(b.machines("workers")[0])).To(Equal(free))
+		b.waitRunning("workers", 1) // on either host: neither is held any more
 	})
 })
 
@@ -364,27 +382,18 @@ var _ = Describe("Completed maintenances", func() {
 	})
 })
 
-var _ = Describe("A maintenance whose finalizer was removed by hand", func() {
-	It("leaves no power hold behind: the host drops it once the maintenance is gone", Label("maintenance-orphan"), func() {
+var _ = Describe("A reboot request of a maintenance that no longer exists", func() {
+	It("is dropped by the host after the orphan grace period (a finalizer removed by hand leaves no power hold)", Label("maintenance-orphan"), func() {
 		b := newBedWithoutOS("morphan", 1)
 		b.waitHostsAvailable(1)
 		host := b.hosts()[0].Name
-		b.maintenance("forgotten", host, expv1.Enforced, holdPower)
-		b.waitStage("forgotten", expv1.StageInMaintenance)
+		// What a maintenance whose finalizer was removed by hand leaves behind.
+		b.setRebootRequest(host, "maintenance/forgotten", true)
+		b.setRebootRequest(host, "ops/psu-check", true)
 		Eventually(func(g Gomega) {
 			h := &infrav1.RedfishHost{}
 			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: host}, h)).To(Succeed())
-			g.Expect(h.Spec.RebootRequests).To(ContainElement(HaveField("Requestor", "maintenance/forgotten")))
-		}).Should(Succeed())
-		m := b.maintenanceNamed("forgotten")
-		before := m.DeepCopy()
-		m.Finalizers = nil
-		Expect(env.Patch(ctx, m, client.MergeFrom(before))).To(Succeed())
-		Expect(env.Delete(ctx, m)).To(Succeed())
-		Eventually(func(g Gomega) {
-			h := &infrav1.RedfishHost{}
-			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: host}, h)).To(Succeed())
-			g.Expect(h.Spec.RebootRequests).To(BeEmpty())
+			g.Expect(h.Spec.RebootRequests).To(ConsistOf(HaveField("Requestor", "ops/psu-check")), "only the operator's request stays")
 		}, time.Minute).Should(Succeed())
 	})
 })

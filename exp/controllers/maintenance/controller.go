@@ -390,9 +390,15 @@ func (r *Reconciler) drain(ctx context.Context, m *expv1.RedfishMaintenance, hos
 		r.event(m, "MachineDeleted", "deleted Machine %s so CAPI drains it and its MachineSet replaces it", machine.Name)
 	}
 	switch released := host.Status.Claim == nil && host.Status.State == infrav1.HostStateAvailable; {
-	case reuse && !released && (!waitingForHook(machine, m) || host.Status.State != infrav1.HostStateProvisioned):
-		// Provisioned too: CAPI skips the drain of a Machine whose Node never joined, and a host
-		// still booting its OS is not handed to the tasks.
+	case reuse && !released && waitingForHook(machine, m) && host.Status.State != infrav1.HostStateProvisioned:
+		// CAPI skips the drain of a Machine whose Node never joined: its host (still booting, or
+		// in error) has no OS to keep. The hook goes, and the host is worked on once released.
+		if err := r.liftReuseHook(ctx, m); err != nil {
+			return retryOnConflict(err)
+		}
+		r.waiting(m, DrainingReason, "Machine %s never ran on host %s (%s): nothing to reuse, waiting for the host to be released", m.Status.Machine, host.Name, host.Status.State)
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	case reuse && !released && !waitingForHook(machine, m):
 		r.waiting(m, DrainingReason, "Waiting for CAPI to drain Machine %s; host %s stays claimed by its pre-terminate hook (mode Reuse)", m.Status.Machine, host.Name)
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	case !reuse && !released:
@@ -425,7 +431,7 @@ func (r *Reconciler) work(ctx context.Context, m *expv1.RedfishMaintenance, host
 		if err := r.setServiceBoot(ctx, host, m, image); err != nil {
 			return retryOnConflict(err)
 		}
-		if sb := host.Status.ServiceBoot; sb == nil || sb.Image != hostctrl.ImageKey(image) {
+		if sb := host.Status.ServiceBoot; sb == nil || sb.Requestor != requestor(m) || sb.Image != hostctrl.ImageKey(image) {
 			r.waiting(m, WaitingForCompletionReason, "Host %s is being booted into %s (see the host's events if this lasts)", host.Name, bmc.Redact(image))
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 		}
@@ -446,7 +452,7 @@ func (r *Reconciler) work(ctx context.Context, m *expv1.RedfishMaintenance, host
 		}
 		held := slices.ContainsFunc(host.Spec.RebootRequests, func(q infrav1.RebootRequest) bool { return q.Requestor == requestor(m) })
 		switch sb := host.Status.ServiceBoot; {
-		case held && sb != nil && sb.Image == hostctrl.ImageKey(image):
+		case held && sb != nil && sb.Requestor == requestor(m):
 			r.waiting(m, WaitingForCompletionReason, "Waiting for host %s to eject %s", host.Name, sb.Image)
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 		case held && host.Status.PowerState != string(bmc.PowerOff):

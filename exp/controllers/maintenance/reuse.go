@@ -2,6 +2,9 @@ package maintenance
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,18 +18,25 @@ import (
 // then waits with the RedfishMachine (and so the host's claim) in place until it is lifted.
 const ReuseHookPrefix = clusterv1.PreTerminateDeleteHookAnnotationPrefix + "/caprf-maintenance-"
 
-// ReuseHook is the hook of maintenance m; its value names the maintenance's UID.
-func ReuseHook(m *expv1.RedfishMaintenance) string { return ReuseHookPrefix + m.Name }
+// ReuseHook is the hook of maintenance m; its value names the maintenance's UID. The name part of
+// an annotation key holds at most 63 characters: a longer maintenance name is cut and a hash of
+// it appended, so the key stays unique.
+func ReuseHook(m *expv1.RedfishMaintenance) string {
+	const max = 63
+	name := strings.TrimPrefix(ReuseHookPrefix, clusterv1.PreTerminateDeleteHookAnnotationPrefix+"/") + m.Name
+	if len(name) > max {
+		sum := sha256.Sum256([]byte(m.Name))
+		name = strings.TrimRight(name[:max-9], "-.") + "-" + hex.EncodeToString(sum[:4])
+	}
+	return clusterv1.PreTerminateDeleteHookAnnotationPrefix + "/" + name
+}
 
 // holdForReuse puts the hook on the Machine before this maintenance deletes it, and makes the
 // host's claim release the host uncleaned and reserved for its owner. A Machine CAPI is already
-// deleting gets no hook: CAPI may be past it, and would then never look again. Both steps are
-// idempotent: a restart repeats nothing.
+// deleting gets no hook (CAPI may be past it, and would then never look again), but its host
+// still comes back uncleaned and reserved. Both steps are idempotent: a restart repeats nothing.
 func (r *Reconciler) holdForReuse(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, machine *clusterv1.Machine) error {
-	if _, ok := machine.Annotations[ReuseHook(m)]; !ok {
-		if !machine.DeletionTimestamp.IsZero() {
-			return nil
-		}
+	if _, ok := machine.Annotations[ReuseHook(m)]; !ok && machine.DeletionTimestamp.IsZero() {
 		before := machine.DeepCopy()
 		if machine.Annotations == nil {
 			machine.Annotations = map[string]string{}

@@ -334,17 +334,22 @@ func (e *Environment) RestartManager() error {
 	return e.startManager()
 }
 
-// onlyClusterCacheStuck says whether every reconcile still running in this process is CAPI's
-// ClusterCache blocked in sendEventsToClusterSources.
+// onlyClusterCacheStuck says whether a reconcile still running in this process is CAPI's
+// ClusterCache blocked in sendEventsToClusterSources, and no other one is.
 func onlyClusterCacheStuck() bool {
 	var b strings.Builder
 	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+	stuck := false
 	for _, g := range strings.Split(b.String(), "\n\n") {
-		if strings.Contains(g, "reconcileHandler") && !strings.Contains(g, "clustercache.(*clusterCache).sendEventsToClusterSources") {
+		if !strings.Contains(g, "reconcileHandler") {
+			continue
+		}
+		if !strings.Contains(g, "clustercache.(*clusterCache).sendEventsToClusterSources") {
 			return false
 		}
+		stuck = true
 	}
-	return true
+	return stuck
 }
 
 // labelForClusterctl labels the Cluster API and provider CRDs as `clusterctl init` does: clusterctl
