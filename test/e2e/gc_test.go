@@ -101,12 +101,12 @@ var _ = Describe("Garbage collection", Label("gc"), func() {
 		// finalizer removed by hand) leaves behind, next to a request of another requestor.
 		h.Spec.RebootRequests = []infrav1.RebootRequest{
 			{Requestor: infrav1.RemediationRequestorPrefix + "gone", Mode: infrav1.RebootModeHard},
-			{Requestor: "maintenance/firmware", Mode: infrav1.RebootModeHard},
+			{Requestor: "ops/firmware", Mode: infrav1.RebootModeHard},
 		}
 		Expect(env.Patch(ctx, h, client.MergeFrom(before))).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(h), h)).To(Succeed())
-			g.Expect(h.Spec.RebootRequests).To(ConsistOf(HaveField("Requestor", "maintenance/firmware")))
+			g.Expect(h.Spec.RebootRequests).To(ConsistOf(HaveField("Requestor", "ops/firmware")))
 		}).Should(Succeed())
 		// Several reconciles (every 500 ms) pass: the remaining request still holds the host off.
 		Consistently(server.PowerState, 3*time.Second).Should(Equal(simulator.PowerOff), "another requestor still holds the host off")
