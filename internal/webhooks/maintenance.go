@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"reflect"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -82,6 +83,11 @@ func (v *Maintenance) ValidateUpdate(_ context.Context, old, m *expv1.RedfishMai
 	}
 	if old.Spec.Mode != m.Spec.Mode {
 		errs = append(errs, field.Forbidden(spec.Child("mode"), "is immutable"))
+	}
+	// The work announced is the work approved and done: changing it mid-way would, e.g., end an
+	// image task without its wind-down.
+	if st := old.Status.Stage; st != "" && st != expv1.StagePending && !reflect.DeepEqual(old.Spec.Tasks, m.Spec.Tasks) {
+		errs = append(errs, field.Forbidden(spec.Child("tasks"), fmt.Sprintf("are fixed once the maintenance is announced (it is %s): create another maintenance for other work", st)))
 	}
 	return nil, invalidExp("RedfishMaintenance", m.Name, errs)
 }

@@ -31,16 +31,16 @@ var _ = Describe("A cluster's disruption budget", func() {
 		Expect(env.Create(ctx, md)).To(Succeed())
 		b.waitRunning("workers", workers)
 
-		By("a policy selecting the cluster by its labels")
+		By("a policy selecting the cluster by its labels, given to the Cluster afterwards")
+		policy := &expv1.RedfishMaintenancePolicy{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "prod"},
+			Spec: expv1.RedfishMaintenancePolicySpec{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "prod"}},
+				MaxUnavailable: ptr.To(intstr.FromInt32(budget))}}
+		Expect(env.Create(ctx, policy)).To(Succeed())
 		c := &clusterv1.Cluster{}
 		Expect(env.Get(ctx, client.ObjectKeyFromObject(b.cluster), c)).To(Succeed())
 		before := c.DeepCopy()
 		c.Labels = map[string]string{"tier": "prod"}
 		Expect(env.Patch(ctx, c, client.MergeFrom(before))).To(Succeed())
-		policy := &expv1.RedfishMaintenancePolicy{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "prod"},
-			Spec: expv1.RedfishMaintenancePolicySpec{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "prod"}},
-				MaxUnavailable: ptr.To(intstr.FromInt32(budget))}}
-		Expect(env.Create(ctx, policy)).To(Succeed())
 		serving := 0
 		for _, h := range b.hosts() {
 			if h.Status.Claim != nil {

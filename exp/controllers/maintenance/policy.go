@@ -5,6 +5,10 @@ import (
 	"errors"
 	"time"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -50,6 +54,8 @@ func (r *PolicyReconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager,
 		Named("redfishmaintenancepolicy").
 		Watches(&infrav1.RedfishHost{}, toPolicies).
 		Watches(&expv1.RedfishMaintenance{}, toPolicies).
+		// A Cluster's labels decide which hosts a clusterSelector governs.
+		Watches(&clusterv1.Cluster{}, toPolicies, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WithOptions(opts).
 		Complete(r)
 }
