@@ -320,40 +320,42 @@ func (e *Environment) stopManager() error {
 // starts a new one against the same API server. The Client, Manager and ClusterCache fields then
 // belong to the new manager: nothing may use the environment while it restarts.
 //
-// A manager that does not stop within its graceful shutdown timeout fails the restart, unless every
-// reconcile still running is CAPI's ClusterCache sending a Cluster event to a controller that never
-// started reading it (CAPI v1.14.2 sends without watching for shutdown; drainingSources covers
-// the controllers that did start): that goroutine is blocked for good and acts on nothing.
+// A manager that does not stop within its graceful shutdown timeout fails the restart, unless
+// what is left is one of two shutdown blocks of the libraries, each a goroutine blocked for good
+// that acts on nothing: CAPI v1.14.2's ClusterCache sending a Cluster event to a controller that
+// never started reading it (drainingSources covers those that did), and controller-runtime
+// v0.24.1's priority queue handing an item to workers that stopped while a worker that finished
+// its reconcile waits for the queue's lock to mark it done.
 func (e *Environment) RestartManager() error {
 	if err := e.stopManager(); err != nil {
-		if !errors.Is(err, context.DeadlineExceeded) || !onlyClusterCacheStuck() {
+		if !errors.Is(err, context.DeadlineExceeded) || !onlyKnownShutdownBlocks() {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "testenv: restarting although the old manager's ClusterCache is stuck sending an event: %v\n", err)
+		fmt.Fprintf(os.Stderr, "testenv: restarting although the old manager is stuck in a known library shutdown block: %v\n", err)
 	}
 	return e.startManager()
 }
 
-// onlyClusterCacheStuck says whether a reconcile still running in this process is CAPI's
-// ClusterCache blocked in sendEventsToClusterSources, and no other one is.
-func onlyClusterCacheStuck() bool {
+// onlyKnownShutdownBlocks says whether goroutines are stuck in the known shutdown blocks and no
+// reconcile is still running.
+func onlyKnownShutdownBlocks() bool {
 	var b strings.Builder
 	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
 	stuck := false
 	for _, g := range strings.Split(b.String(), "\n\n") {
-		if !strings.Contains(g, "reconcileHandler") {
-			continue
-		}
-		if !strings.Contains(g, "clustercache.(*clusterCache).sendEventsToClusterSources") {
+		switch {
+		case strings.Contains(g, "clustercache.(*clusterCache).sendEventsToClusterSources"):
+			stuck = true
+		case strings.Contains(g, "priorityqueue.(*priorityqueue[...]).Done") && !strings.Contains(g, "reconcileHandler"),
+			strings.Contains(g, "priorityqueue.(*priorityqueue[...]).handleReadyItems"):
+			stuck = true
+		case strings.Contains(g, "reconcileHandler"):
 			return false
 		}
-		stuck = true
 	}
 	return stuck
 }
 
-// labelForClusterctl labels the Cluster API and provider CRDs as `clusterctl init` does: clusterctl
-// move and describe find the kinds they work on by that label.
 func labelForClusterctl(ctx context.Context, c client.Client) error {
 	crds := &apiextensionsv1.CustomResourceDefinitionList{}
 	if err := c.List(ctx, crds); err != nil {
