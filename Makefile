@@ -95,6 +95,15 @@ dev: ## Run the embedded demo: control plane, CAPI, CAPRF and a simulated fleet 
 	@go build -o $(TOOLS_BIN)/caprf-dev ./cmd/caprf-dev
 	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" $(TOOLS_BIN)/caprf-dev $(DEV_FLAGS)
 
+##@ Benchmarks
+
+BENCH_FLAGS ?=
+
+.PHONY: bench
+bench: ## Fleet-size benchmark: N hosts (default 1000) through register, provision, rolling update, idle; table + JSON (BENCH_FLAGS="--help" lists options; docs/performance.md).
+	@go build -o $(TOOLS_BIN)/caprf-bench ./cmd/caprf-bench
+	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" $(TOOLS_BIN)/caprf-bench -json bench.json $(BENCH_FLAGS)
+
 ##@ Release
 
 VERSION ?= v0.1.0

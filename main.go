@@ -30,6 +30,7 @@ import (
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/controllers"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
 	"github.com/caprf/cluster-api-provider-redfish/internal/provider"
 )
 
@@ -55,6 +56,8 @@ type flags struct {
 	clusterCacheConcurrency int
 	seedAddr, seedURL       string
 	featureGates            map[string]bool
+	profilerAddr            string
+	insecureDiagnostics     bool
 }
 
 func main() {
@@ -81,6 +84,8 @@ func main() {
 	fs.IntVar(&f.clusterCacheConcurrency, "clustercache-concurrency", 100, "Concurrent reconciles of the cluster cache.")
 	fs.StringVar(&f.seedAddr, "seed-bind-address", ":8082", "Address the seed server (bootstrap data for booting hosts) listens on.")
 	fs.StringVar(&f.seedURL, "seed-url", "", "URL hosts reach the seed server at, e.g. http://10.0.0.2:8082 (required: hosts boot from it).")
+	fs.StringVar(&f.profilerAddr, "profiler-address", "", "Serve Go's pprof profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6060 (default: off). Unauthenticated: bind it to loopback.")
+	fs.BoolVar(&f.insecureDiagnostics, "insecure-diagnostics", false, "Serve the metrics endpoint over plain HTTP without authentication (local runs and benchmarks only).")
 	logsv1.AddFlags(logOptions, fs)
 	fs.Var(cliflag.NewMapStringBool(&f.featureGates), "feature-gates", "Experimental features to turn on, as Name=true pairs separated by commas. Known: Maintenance (RedfishMaintenance and RedfishMaintenancePolicy: the typed maintenance handshake).")
 	fs.AddGoFlagSet(flag.CommandLine)
@@ -119,6 +124,11 @@ func run(ctx context.Context, f flags) error {
 	}
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = f.qps, f.burst
+	cfg.Wrap(metrics.CountKubeRequests) // caprf_kube_api_requests_total: requests by verb and resource
+	metricsOpts := metricsserver.Options{BindAddress: f.metricsAddr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization}
+	if f.insecureDiagnostics {
+		metricsOpts = metricsserver.Options{BindAddress: f.metricsAddr}
+	}
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
@@ -127,14 +137,11 @@ func run(ctx context.Context, f flags) error {
 		LeaderElectionNamespace:       f.leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		HealthProbeBindAddress:        f.probeAddr,
-		Metrics: metricsserver.Options{
-			BindAddress:    f.metricsAddr,
-			SecureServing:  true,
-			FilterProvider: filters.WithAuthenticationAndAuthorization,
-		},
-		Cache:         setup.ManagerCacheOptions(scheme, controllerName, f.watchNamespace, f.syncPeriod),
-		Client:        setup.ManagerClientOptions(),
-		WebhookServer: webhook.NewServer(webhook.Options{Port: f.webhookPort, CertDir: f.webhookCertDir}),
+		Metrics:                       metricsOpts,
+		PprofBindAddress:              f.profilerAddr,
+		Cache:                         setup.ManagerCacheOptions(scheme, controllerName, f.watchNamespace, f.syncPeriod),
+		Client:                        setup.ManagerClientOptions(),
+		WebhookServer:                 webhook.NewServer(webhook.Options{Port: f.webhookPort, CertDir: f.webhookCertDir}),
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)

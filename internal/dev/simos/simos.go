@@ -33,6 +33,9 @@ import (
 type OS struct {
 	// Client writes Nodes into the workload cluster.
 	Client client.Client
+	// BootTime is how long the OS takes from the firmware handing over to the kubelet registering
+	// (or readying) its Node. Default 0. Set it before Attach.
+	BootTime time.Duration
 
 	mu        sync.Mutex
 	fetched   map[string][]string // server -> bootstrap data it fetched, in order
@@ -88,7 +91,7 @@ func (o *OS) fail(err error) {
 }
 
 func (o *OS) boot(e simulator.BootEvent) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second+o.BootTime)
 	defer cancel()
 	var meta, userData string
 	var err error
@@ -128,6 +131,7 @@ func (o *OS) boot(e simulator.BootEvent) {
 	o.fetched[e.ServerID] = append(o.fetched[e.ServerID], userData)
 	o.installed[e.ServerID] = md["local-hostname"]
 	o.mu.Unlock()
+	time.Sleep(o.BootTime)
 	if err := o.registerNode(ctx, md["local-hostname"], md["provider-id"], e); err != nil {
 		o.fail(fmt.Errorf("%s: registering Node: %w", e.ServerID, err))
 	}
@@ -142,6 +146,7 @@ func (o *OS) diskBoot(ctx context.Context, e simulator.BootEvent) {
 	if name == "" {
 		return
 	}
+	time.Sleep(o.BootTime)
 	node := &corev1.Node{}
 	if err := o.Client.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
 		return // the Node was deleted: nothing to bring back

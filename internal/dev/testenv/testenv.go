@@ -83,6 +83,11 @@ type Options struct {
 	// Concurrency of each CAPI controller. Defaults to 10.
 	Concurrency int
 
+	// QPS and Burst limit the CAPI controllers' requests to the API server (as CAPI's
+	// --kube-api-qps and --kube-api-burst do). Default: envtest's (1000, 2000).
+	QPS   float32
+	Burst int
+
 	// MetricsBindAddress serves the manager's Prometheus metrics (plain HTTP) there, e.g.
 	// 127.0.0.1:8080. Default: no metrics endpoint.
 	MetricsBindAddress string
@@ -235,7 +240,11 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 func (e *Environment) startManager() error {
 	// client-go refuses a second informer name in one process: every manager gets its own.
 	controllerName := fmt.Sprintf("caprf-testenv-%d", starts.Add(1))
-	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+	cfg := rest.CopyConfig(e.Config)
+	if e.opts.QPS > 0 {
+		cfg.QPS, cfg.Burst = e.opts.QPS, e.opts.Burst
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  e.scheme,
 		Metrics:                 metricsserver.Options{BindAddress: cmp.Or(e.opts.MetricsBindAddress, "0")},
 		HealthProbeBindAddress:  "0",

@@ -1,0 +1,175 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is what a run measured; it prints as a table (WriteTable) and marshals to JSON.
+type Report struct {
+	Options  ReportOptions `json:"options"`
+	Phases   []*Phase      `json:"phases"`
+	Sessions struct {
+		// Total Redfish sessions the manager opened, over every BMC and the whole run.
+		Total int `json:"total"`
+		// MaxPerBMC is the most sessions opened on any one BMC over the whole run.
+		MaxPerBMC int `json:"maxPerBMC"`
+	} `json:"sessions"`
+	// PeakRSSBytes is the manager's peak resident memory (VmHWM) over the run.
+	PeakRSSBytes float64 `json:"peakRSSBytes"`
+	// RSSPerServerBytes is the growth of the manager's resident memory from before registration
+	// to the end of provisioning, per server.
+	RSSPerServerBytes float64 `json:"rssPerServerBytes"`
+	baseRSS           float64
+}
+
+// ReportOptions are the settings a run used.
+type ReportOptions struct {
+	Hosts                 int      `json:"hosts"`
+	Servers               int      `json:"servers"`
+	MaxSurge              int      `json:"maxSurge"`
+	PowerLatencySeconds   float64  `json:"powerLatencySeconds"`
+	BootTimeSeconds       float64  `json:"bootTimeSeconds"`
+	RequestLatencySeconds float64  `json:"requestLatencySeconds"`
+	EraseSeconds          float64  `json:"eraseSeconds"`
+	Concurrency           int      `json:"concurrency"`
+	QPS                   float32  `json:"qps"`
+	Burst                 int      `json:"burst"`
+	BMCCheckInterval      string   `json:"bmcCheckInterval"`
+	ManagerArgs           []string `json:"managerArgs,omitempty"`
+	CAPIConcurrency       int      `json:"capiConcurrency"`
+	CAPIQPS               float32  `json:"capiQPS"`
+}
+
+func reportOptionsOf(o Options, servers int) ReportOptions {
+	return ReportOptions{
+		Hosts: o.Hosts, Servers: servers, MaxSurge: o.MaxSurge,
+		PowerLatencySeconds: o.PowerLatency.Seconds(), BootTimeSeconds: o.BootTime.Seconds(),
+		RequestLatencySeconds: o.RequestLatency.Seconds(), EraseSeconds: o.EraseDuration.Seconds(),
+		Concurrency: o.Concurrency, QPS: o.QPS, Burst: o.Burst, BMCCheckInterval: o.BMCCheckInterval.String(),
+		ManagerArgs: o.ManagerArgs, CAPIConcurrency: o.CAPIConcurrency, CAPIQPS: o.CAPIQPS,
+	}
+}
+
+// Phase is one phase's figures.
+type Phase struct {
+	Name  string `json:"name"`
+	Units int    `json:"units"`
+	// WallSeconds from the phase's first request to the moment the benchmark saw it done.
+	WallSeconds float64 `json:"wallSeconds"`
+	// FloorSeconds is the least time the simulator's latencies and the manager's concurrency
+	// allow (FloorModel says how it is computed); Ratio is WallSeconds / FloorSeconds.
+	FloorSeconds float64 `json:"floorSeconds,omitempty"`
+	FloorModel   string  `json:"floorModel,omitempty"`
+	Ratio        float64 `json:"ratio,omitempty"`
+	// Split is the per-machine breakdown, for phases that create Machines.
+	Split *split `json:"split,omitempty"`
+	// KubeRequests the manager sent to the API server, by "verb resource".
+	KubeRequests map[string]float64 `json:"kubeRequests"`
+	KubeTotal    float64            `json:"kubeTotal"`
+	KubeWrites   float64            `json:"kubeWrites"`
+	// Redfish requests the simulated BMCs answered.
+	Redfish struct {
+		Total     int     `json:"total"`
+		PerServer float64 `json:"perServer"`
+		Max       int     `json:"maxPerServer"`
+	} `json:"redfish"`
+	// CPUSeconds the manager used; RSSBytes and HeapInuseBytes at the phase's end.
+	CPUSeconds     float64      `json:"cpuSeconds"`
+	RSSBytes       float64      `json:"rssBytes"`
+	HeapInuseBytes float64      `json:"heapInuseBytes"`
+	Idle           *IdleFigures `json:"idle,omitempty"`
+
+	start, end time.Time
+	perServer  []int
+}
+
+// IdleFigures are the idle phase's rates.
+type IdleFigures struct {
+	APIWritesPerMinute         float64 `json:"apiWritesPerMinute"`
+	APIRequestsPerMinute       float64 `json:"apiRequestsPerMinute"`
+	RedfishPerHostPerMinute    float64 `json:"redfishPerHostPerMinute"`
+	RedfishPerHostPerMinuteMax float64 `json:"redfishPerHostPerMinuteMax"`
+	// ResyncsPerHostPerMinute is what --bmc-check-interval asks for: each is one or more requests.
+	ResyncsPerHostPerMinute float64 `json:"resyncsPerHostPerMinute"`
+	BMCCheckIntervalSeconds float64 `json:"bmcCheckIntervalSeconds"`
+}
+
+func (p *Phase) setFloor(floor time.Duration, model string) {
+	p.FloorSeconds, p.FloorModel = floor.Seconds(), model
+	if floor > 0 {
+		p.Ratio = p.WallSeconds / floor.Seconds()
+	}
+}
+
+// WriteTable prints the report for people.
+func (r *Report) WriteTable(w io.Writer) {
+	o := r.Options
+	fmt.Fprintf(w, "\nN = %d hosts (%d servers: + maxSurge %d + 1 control plane); P = %gs power, B = %gs OS boot, R = %gs per Redfish request, E = %gs erase\n",
+		o.Hosts, o.Servers, o.MaxSurge, o.PowerLatencySeconds, o.BootTimeSeconds, o.RequestLatencySeconds, o.EraseSeconds)
+	fmt.Fprintf(w, "manager: --concurrency %d --kube-api-qps %g --kube-api-burst %d --bmc-check-interval %s %s; CAPI: concurrency %d, %g QPS\n\n",
+		o.Concurrency, o.QPS, o.Burst, o.BMCCheckInterval, strings.Join(o.ManagerArgs, " "), o.CAPIConcurrency, o.CAPIQPS)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tunits\twall s\tfloor s\tratio\tmanager CPU s\tAPI requests\tAPI writes\tRedfish req/server\tmax\tRSS MiB\t")
+	for _, p := range r.Phases {
+		floor, ratio := "-", "-"
+		if p.FloorSeconds > 0 {
+			floor, ratio = fmt.Sprintf("%.1f", p.FloorSeconds), fmt.Sprintf("%.2f", p.Ratio)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s\t%s\t%.1f\t%.0f\t%.0f\t%.1f\t%d\t%.0f\t\n", p.Name, p.Units, p.WallSeconds, floor, ratio,
+			p.CPUSeconds, p.KubeTotal, p.KubeWrites, p.Redfish.PerServer, p.Redfish.Max, p.RSSBytes/(1<<20))
+	}
+	_ = tw.Flush()
+
+	for _, p := range r.Phases {
+		if p.FloorModel != "" {
+			fmt.Fprintf(w, "\n%s floor: %s\n", p.Name, p.FloorModel)
+		}
+		if s := p.Split; s != nil {
+			fmt.Fprintf(w, "  per machine (%d), median / p95 / max seconds:\n", s.Machines)
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			for _, row := range []struct {
+				name string
+				s    stat
+			}{
+				{"  wait for a host (Machine created → host claimed)", s.WaitForHost},
+				{"  provider: host claimed → Node registered", s.Provider},
+				{"    of which over P+B (the provider's own time)", s.ProviderOverhead},
+				{"    host claimed → server powered on", s.BootIssued},
+				{"  CAPI: Node registered → Machine Running", s.NodeToRunning},
+			} {
+				fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\n", row.name, row.s.Median, row.s.P95, row.s.Max)
+			}
+			_ = tw.Flush()
+		}
+		if len(p.KubeRequests) > 0 {
+			keys := slices.SortedFunc(maps.Keys(p.KubeRequests), func(a, b string) int {
+				if d := p.KubeRequests[b] - p.KubeRequests[a]; d != 0 {
+					if d > 0 {
+						return 1
+					}
+					return -1
+				}
+				return strings.Compare(a, b)
+			})
+			parts := make([]string, 0, len(keys))
+			for _, k := range keys {
+				parts = append(parts, fmt.Sprintf("%s %.0f", k, p.KubeRequests[k]))
+			}
+			fmt.Fprintf(w, "  %s API requests by verb and resource: %s\n", p.Name, strings.Join(parts, ", "))
+		}
+		if i := p.Idle; i != nil {
+			fmt.Fprintf(w, "  idle: %.1f API writes/min, %.1f API requests/min; %.2f Redfish requests per host per minute (max %.2f) at %.2f resyncs per host per minute (--bmc-check-interval %gs)\n",
+				i.APIWritesPerMinute, i.APIRequestsPerMinute, i.RedfishPerHostPerMinute, i.RedfishPerHostPerMinuteMax, i.ResyncsPerHostPerMinute, i.BMCCheckIntervalSeconds)
+		}
+	}
+	fmt.Fprintf(w, "\nRedfish sessions: %d in all, at most %d on one BMC over the whole run\n", r.Sessions.Total, r.Sessions.MaxPerBMC)
+	fmt.Fprintf(w, "manager memory: peak RSS %.0f MiB; %.1f KiB per server (RSS growth from before registration to the end of provisioning)\n",
+		r.PeakRSSBytes/(1<<20), r.RSSPerServerBytes/1024)
+}

@@ -1,0 +1,174 @@
+package bench
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/simulator"
+)
+
+// timeline records, from watches on the API server and the simulated BMCs, when each thing a
+// person would watch first happened to each machine: created, host claimed, server booted, Node
+// registered, Machine Running. Times are when this process saw the event.
+type timeline struct {
+	mu       sync.Mutex
+	machines map[string]*machineTimes // by RedfishMachine name (= Machine name for MachineSets)
+	boots    map[string][]time.Time   // server ID → boots
+}
+
+type machineTimes struct {
+	created, claimed, node, running time.Time
+	host                            string
+}
+
+func newTimeline() *timeline {
+	return &timeline{machines: map[string]*machineTimes{}, boots: map[string][]time.Time{}}
+}
+
+func (t *timeline) machine(name string) *machineTimes {
+	m := t.machines[name]
+	if m == nil {
+		m = &machineTimes{}
+		t.machines[name] = m
+	}
+	return m
+}
+
+func setOnce(at *time.Time, now time.Time) {
+	if at.IsZero() {
+		*at = now
+	}
+}
+
+// watch registers the handlers on c's informers.
+func (t *timeline) watch(ctx context.Context, c cache.Cache, fleet *simulator.Fleet) error {
+	fleet.OnBoot(func(e simulator.BootEvent) {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.boots[e.ServerID] = append(t.boots[e.ServerID], e.Time)
+	})
+	handlers := map[client.Object]func(obj any){
+		&clusterv1.Machine{}: func(obj any) {
+			m, ok := obj.(*clusterv1.Machine)
+			if !ok || m.Spec.InfrastructureRef.Kind != "RedfishMachine" {
+				return
+			}
+			now := time.Now()
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			mt := t.machine(m.Spec.InfrastructureRef.Name)
+			setOnce(&mt.created, now)
+			if m.Status.Phase == string(clusterv1.MachinePhaseRunning) && m.Status.NodeRef.IsDefined() {
+				setOnce(&mt.running, now)
+			}
+		},
+		&infrav1.RedfishHost{}: func(obj any) {
+			h, ok := obj.(*infrav1.RedfishHost)
+			if !ok || h.Status.Claim == nil || h.Status.Claim.Consumer.Name == "" {
+				return
+			}
+			now := time.Now()
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			mt := t.machine(h.Status.Claim.Consumer.Name)
+			if mt.claimed.IsZero() {
+				mt.claimed, mt.host = now, h.Name
+			}
+		},
+		&corev1.Node{}: func(obj any) {
+			n, ok := obj.(*corev1.Node)
+			if !ok {
+				return
+			}
+			// redfish://<namespace>/<host>/<machine>
+			parts := strings.Split(strings.TrimPrefix(n.Spec.ProviderID, "redfish://"), "/")
+			if len(parts) != 3 {
+				return
+			}
+			now := time.Now()
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			setOnce(&t.machine(parts[2]).node, now)
+		},
+	}
+	for obj, h := range handlers {
+		inf, err := c.GetInformer(ctx, obj)
+		if err != nil {
+			return err
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    h,
+			UpdateFunc: func(_, obj any) { h(obj) },
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// split is the per-machine breakdown of the machines created in [from, to).
+type split struct {
+	Machines int `json:"machines"`
+	// WaitForHost: Machine created → host claimed (CAPI creating the RedfishMachine, the claim,
+	// and waiting for a host to become Available).
+	WaitForHost stat `json:"waitForHost"`
+	// Provider: host claimed → Node registered: this provider's part, power-on and OS boot included.
+	Provider stat `json:"provider"`
+	// ProviderOverhead: Provider minus the simulated power-on latency and OS boot time.
+	ProviderOverhead stat `json:"providerOverhead"`
+	// BootIssued: host claimed → the server finished powering on (boot started).
+	BootIssued stat `json:"bootIssued"`
+	// NodeToRunning: Node registered → Machine Running (CAPI's Machine controller and ClusterCache).
+	NodeToRunning stat `json:"nodeToRunning"`
+}
+
+// stat summarises durations in seconds.
+type stat struct {
+	Median float64 `json:"median"`
+	P95    float64 `json:"p95"`
+	Max    float64 `json:"max"`
+}
+
+func summarize(ds []time.Duration) stat {
+	if len(ds) == 0 {
+		return stat{}
+	}
+	slices.Sort(ds)
+	at := func(q float64) float64 { return ds[min(len(ds)-1, int(q*float64(len(ds))))].Seconds() }
+	return stat{Median: at(0.5), P95: at(0.95), Max: ds[len(ds)-1].Seconds()}
+}
+
+func (t *timeline) split(from, to time.Time, floorPerMachine time.Duration) split {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var wait, prov, over, boot, run []time.Duration
+	n := 0
+	for _, m := range t.machines {
+		if m.created.Before(from) || !m.created.Before(to) || m.claimed.IsZero() || m.node.IsZero() || m.running.IsZero() {
+			continue
+		}
+		n++
+		wait = append(wait, m.claimed.Sub(m.created))
+		prov = append(prov, m.node.Sub(m.claimed))
+		over = append(over, m.node.Sub(m.claimed)-floorPerMachine)
+		for _, b := range t.boots[m.host] {
+			if b.After(m.claimed) {
+				boot = append(boot, b.Sub(m.claimed))
+				break
+			}
+		}
+		run = append(run, m.running.Sub(m.node))
+	}
+	return split{Machines: n, WaitForHost: summarize(wait), Provider: summarize(prov), ProviderOverhead: summarize(over),
+		BootIssued: summarize(boot), NodeToRunning: summarize(run)}
+}

@@ -1,0 +1,107 @@
+package metrics
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// KubeRequests counts the requests this manager sends to the management cluster's API server, by
+// verb (get, list, watch, create, update, patch, delete, deletecollection), resource (with its
+// subresource: "redfishhosts/status") and status code. client-go's own rest_client_requests_total
+// has no resource, so it cannot tell which object kind costs the requests.
+var KubeRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "caprf_kube_api_requests_total", Help: "Requests sent to the management cluster API server, by verb, resource and status code.",
+}, []string{"verb", "resource", "code"})
+
+func init() { ctrlmetrics.Registry.MustRegister(KubeRequests) }
+
+// CountKubeRequests wraps a client-go transport so that every request is counted in KubeRequests;
+// use it as rest.Config.Wrap(metrics.CountKubeRequests).
+func CountKubeRequests(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		verb, resource := KubeRequestKind(req.Method, req.URL)
+		resp, err := rt.RoundTrip(req)
+		code := "error"
+		if err == nil {
+			code = strconv.Itoa(resp.StatusCode)
+		}
+		KubeRequests.WithLabelValues(verb, resource, code).Inc()
+		return resp, err
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// KubeRequestKind names the Kubernetes API verb and resource of a request to an API server:
+// GET /apis/g/v/namespaces/ns/redfishhosts is ("list", "redfishhosts"); with ?watch=true it is a
+// watch; PUT …/redfishhosts/h/status is ("update", "redfishhosts/status"). Paths that name no
+// resource (discovery, /version, /openapi) are ("get", "-").
+func KubeRequestKind(method string, u *url.URL) (verb, resource string) {
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	var rest []string
+	switch {
+	case len(parts) >= 3 && parts[0] == "api": // /api/v1/...
+		rest = parts[2:]
+	case len(parts) >= 4 && parts[0] == "apis": // /apis/group/version/...
+		rest = parts[3:]
+	}
+	// namespaces/<ns>/<resource>/... is namespaced; namespaces/<name>[/status] is the namespace itself.
+	if len(rest) >= 3 && rest[0] == "namespaces" {
+		rest = rest[2:]
+	}
+	name, sub := "", ""
+	switch len(rest) {
+	case 0:
+		resource = "-"
+	case 1:
+		resource = rest[0]
+	case 2:
+		resource, name = rest[0], rest[1]
+	default:
+		resource, name, sub = rest[0], rest[1], strings.Join(rest[2:], "/")
+	}
+	if sub != "" {
+		resource += "/" + sub
+	}
+	switch method {
+	case http.MethodGet, http.MethodHead:
+		switch {
+		case resource == "-" || name != "":
+			verb = "get"
+		case u.Query().Get("watch") == "true" || u.Query().Get("watch") == "1":
+			verb = "watch"
+		default:
+			verb = "list"
+		}
+	case http.MethodPost:
+		verb = "create"
+	case http.MethodPut:
+		verb = "update"
+	case http.MethodPatch:
+		verb = "patch"
+	case http.MethodDelete:
+		verb = "delete"
+		if name == "" {
+			verb = "deletecollection"
+		}
+	default:
+		verb = strings.ToLower(method)
+	}
+	return verb, resource
+}
+
+// IsKubeWrite reports whether verb changes objects.
+func IsKubeWrite(verb string) bool {
+	switch verb {
+	case "create", "update", "patch", "delete", "deletecollection":
+		return true
+	}
+	return false
+}
