@@ -168,6 +168,7 @@ func run(ctx context.Context, f flags) error {
 		RestoreGracePeriod: f.restoreGracePeriod,
 		Maintenance:        f.featureGates["Maintenance"],
 		Controller:         controller.Options{MaxConcurrentReconciles: f.concurrency, UsePriorityQueue: ptr.To(true)},
+		Namespace:          f.watchNamespace,
 		ClusterCache:       cc,
 	}); err != nil {
 		return err

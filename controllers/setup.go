@@ -7,6 +7,7 @@ import (
 
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
@@ -43,6 +44,9 @@ type Options struct {
 	// RestoreGracePeriod is how long an unclaimed host found powered on is kept out of the pool
 	// for its machine to be recreated (default 2m).
 	RestoreGracePeriod time.Duration
+	// Namespace restricts the metadata-only watch of Secrets (which tells the host controller
+	// when BMC credentials changed) to the manager's namespace; empty: all namespaces.
+	Namespace string
 }
 
 // RBAC of the manager, least privilege: our kinds, CAPI objects it reads, the Secrets holding BMC
@@ -69,8 +73,23 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		bmcOpts.Observe = metrics.ObserveBMC
 	}
 	pool := bmc.NewPool(bmcOpts)
+	// Versions of Secrets, no data: credentials are read again only when they changed.
+	var namespaces map[string]cache.Config
+	if opts.Namespace != "" {
+		namespaces = map[string]cache.Config{opts.Namespace: {}}
+	}
+	secretVersions, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
+		DefaultNamespaces: namespaces, DefaultTransform: host.StripToVersion,
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(secretVersions); err != nil {
+		return err
+	}
 	if err := (&host.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), BMCs: host.FromPool(pool), SeedBaseURL: opts.SeedBaseURL,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), SecretVersions: secretVersions, BMCs: host.FromPool(pool), SeedBaseURL: opts.SeedBaseURL,
 		Recorder: mgr.GetEventRecorder("redfishhost-controller"), PollInterval: opts.PollInterval,
 		RetryInterval: opts.BMCRetryInterval, CheckInterval: opts.BMCCheckInterval, OrphanGracePeriod: opts.OrphanGracePeriod,
 		RestoreGracePeriod: opts.RestoreGracePeriod,
@@ -78,7 +97,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	if err := (&machine.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: opts.ClusterCache,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), SecretVersions: secretVersions, ClusterCache: opts.ClusterCache,
 		Recorder: mgr.GetEventRecorder("redfishmachine-controller"), PollInterval: opts.PollInterval,
 	}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 		return err

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -17,6 +18,13 @@ import (
 )
 
 func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "benchmark failed:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
 	o := bench.Options{}
 	var managerArgs, jsonOut string
 	var qps, capiQPS float64
@@ -52,13 +60,9 @@ func main() {
 				jerr = os.WriteFile(jsonOut, raw, 0o600)
 			}
 			if jerr != nil {
-				fmt.Fprintln(os.Stderr, "writing the JSON report:", jerr)
-				os.Exit(1)
+				return errors.Join(err, fmt.Errorf("writing the JSON report: %w", jerr))
 			}
 		}
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "benchmark failed:", err)
-		os.Exit(1)
-	}
+	return err
 }

@@ -52,6 +52,10 @@ type Reconciler struct {
 	Client client.Client
 	// APIReader reads Secrets (credentials, CA bundles, seeds), which the manager does not cache.
 	APIReader client.Reader
+	// SecretVersions reads Secrets' metadata (resourceVersion) from a watch: credentials and CA
+	// bundles are read from the API server again only when their version changed. Nil: they are
+	// read on every reconcile.
+	SecretVersions client.Reader
 	// BMCs connects to the hosts' BMCs (FromPool in the manager).
 	BMCs BMCs
 	// SeedBaseURL is where hosts reach the seed server (see internal/seed).
@@ -73,16 +77,31 @@ type Reconciler struct {
 	RestoreGracePeriod time.Duration
 
 	// transitions counts, per host, the reconciles that found the power in transition: the
-	// next look comes after PollInterval doubled that many times (at most maxTransitionBackoff).
+	// next look comes after firstLook doubled that many times (at most maxTransitionBackoff).
 	transitions sync.Map // types.NamespacedName -> int
+	secretsOnce sync.Once
+	secretRead  *secretReader
 
 	// missingRequestors remembers, per host, since when each remediation holding a reboot request
 	// on it has been missing (types.NamespacedName -> map[requestor]time.Time).
 	missingRequestors sync.Map
 }
 
-// maxTransitionBackoff bounds the wait between reads of a power state in transition.
+// maxTransitionBackoff bounds the wait between reads of a power state in transition, and of an
+// erase in progress.
 const maxTransitionBackoff = 30 * time.Second
+
+// firstLook is how soon a power action's outcome, or a fresh erase, is read: a quarter of
+// PollInterval, then twice as long each time (a server that powers off in one second is seen off
+// in 1.5 s, one that takes 20 s is read 6 times instead of 4).
+func (r *Reconciler) firstLook() time.Duration { return r.PollInterval / 4 }
+
+// eraseLook is how soon an erase started at since is read again: half the time it has run so far
+// (between firstLook and maxTransitionBackoff), so a short erase is seen done soon and an hour-long
+// one is not read every 2 s.
+func (r *Reconciler) eraseLook(since time.Time) time.Duration {
+	return min(max(time.Since(since)/2, r.firstLook()), maxTransitionBackoff)
+}
 
 // SetupWithManager registers the controller.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
@@ -387,7 +406,7 @@ func (r *Reconciler) followTransition(key types.NamespacedName, s *scope, res ct
 		n = v.(int)
 	}
 	r.transitions.Store(key, n+1)
-	wait := r.PollInterval << min(n, 10)
+	wait := r.firstLook() << min(n, 10)
 	wait = min(wait, maxTransitionBackoff)
 	if res.RequeueAfter == 0 || res.RequeueAfter > wait {
 		res.RequeueAfter = wait
@@ -409,8 +428,18 @@ func (r *Reconciler) reconcileDelete(h *infrav1.RedfishHost) (ctrl.Result, error
 		return ctrl.Result{}, nil
 	}
 	r.BMCs.Forget(h.Spec.BMC.Address)
+	r.secrets().forget(client.ObjectKey{Namespace: h.Namespace, Name: h.Spec.BMC.CredentialsName})
+	if name := h.Spec.BMC.CABundleName; name != "" {
+		r.secrets().forget(client.ObjectKey{Namespace: h.Namespace, Name: name})
+	}
 	controllerutil.RemoveFinalizer(h, Finalizer)
 	return ctrl.Result{}, nil
+}
+
+// secrets reads credentials and CA bundles (see SecretVersions).
+func (r *Reconciler) secrets() *secretReader {
+	r.secretsOnce.Do(func() { r.secretRead = &secretReader{api: r.APIReader, versions: r.SecretVersions} })
+	return r.secretRead
 }
 
 // connect returns the pooled BMC client of the host, reading its credentials (and CA bundle).
@@ -424,25 +453,25 @@ func (r *Reconciler) connect(ctx context.Context, s *scope) error {
 	if _, err := bmc.ParseAddress(h.Spec.BMC.Address); err != nil {
 		return fail(infrav1.BMCAddressInvalidReason, err)
 	}
-	creds := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: h.Spec.BMC.CredentialsName}, creds); err != nil {
+	creds, err := r.secrets().get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: h.Spec.BMC.CredentialsName})
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			err = fmt.Errorf("credentials Secret %s not found", h.Spec.BMC.CredentialsName)
 		}
 		return fail(infrav1.CredentialsMissingReason, err)
 	}
-	user, pass := creds.Data["username"], creds.Data["password"]
+	user, pass := creds["username"], creds["password"]
 	if len(user) == 0 || len(pass) == 0 {
-		return fail(infrav1.CredentialsMissingReason, fmt.Errorf("credentials Secret %s needs non-empty keys \"username\" and \"password\"", creds.Name))
+		return fail(infrav1.CredentialsMissingReason, fmt.Errorf("credentials Secret %s needs non-empty keys \"username\" and \"password\"", h.Spec.BMC.CredentialsName))
 	}
 	t := bmc.Target{Address: h.Spec.BMC.Address, Username: string(user), Password: string(pass), InsecureSkipVerify: h.Spec.BMC.InsecureSkipVerify,
 		BasicAuth: h.Spec.BMC.AuthMethod == infrav1.BMCAuthBasic}
 	if name := h.Spec.BMC.CABundleName; name != "" {
-		ca := &corev1.Secret{}
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: name}, ca); err != nil {
+		ca, err := r.secrets().get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: name})
+		if err != nil {
 			return fail(infrav1.CredentialsMissingReason, fmt.Errorf("CA bundle Secret %s: %w", name, err))
 		}
-		t.CABundle = ca.Data["ca.crt"]
+		t.CABundle = ca["ca.crt"]
 	}
 	// The power state read is the reachability check, and the only one a handler needs this round.
 	c, err := r.BMCs.Get(ctx, t)

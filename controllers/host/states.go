@@ -306,7 +306,7 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 		// A reboot request (a maintenance, a remediation, an operator) holds the power off: the
 		// claim's boot waits until the last one is gone, and nothing is powered on meanwhile.
 		r.event(h, "BootHeld", "Provision", "the boot for %s %s waits: %s", c.Consumer.Kind, c.Consumer.Name, requestors(h))
-		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		return ctrl.Result{RequeueAfter: r.CheckInterval}, nil // the requests' removal (a spec change) wakes the host
 	}
 	if h.Status.BootIssuedAt != nil {
 		return r.powerOnOnce(ctx, s)
@@ -414,10 +414,11 @@ func (r *Reconciler) provisioned(ctx context.Context, s *scope) (ctrl.Result, er
 	if err := r.keepPower(ctx, s, &on); err != nil {
 		return ctrl.Result{}, err
 	}
-	if on && h.Status.PowerState == string(bmc.PowerOn) {
+	if (on && h.Status.PowerState == string(bmc.PowerOn)) || (!on && h.Status.PowerState == string(bmc.PowerOff)) {
+		// Settled. Held off, it waits for the reboot requests to go: a spec change wakes it.
 		return ctrl.Result{RequeueAfter: r.CheckInterval}, nil
 	}
-	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	return ctrl.Result{RequeueAfter: r.PollInterval}, nil // in transition: followTransition backs off
 }
 
 func (r *Reconciler) deprovision(ctx context.Context, s *scope) (ctrl.Result, error) {
@@ -473,7 +474,7 @@ func (r *Reconciler) clean(ctx context.Context, s *scope) (ctrl.Result, error) {
 		}
 		cleaned(metav1.ConditionFalse, infrav1.ErasingReason, "Erasing %d drives", len(jobs))
 		r.event(h, "Erasing", "Clean", "secure erase of %d drives started", len(jobs))
-		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		return ctrl.Result{RequeueAfter: r.firstLook()}, nil
 	}
 	pending := h.Status.Erase.Tasks[:0:0]
 	for _, uri := range h.Status.Erase.Tasks {
@@ -493,7 +494,7 @@ func (r *Reconciler) clean(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if len(pending) > 0 {
 		h.Status.Erase.Tasks = pending
 		cleaned(metav1.ConditionFalse, infrav1.ErasingReason, "%d erases still running (started %s)", len(pending), h.Status.Erase.StartedAt.Format(time.RFC3339))
-		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		return ctrl.Result{RequeueAfter: r.eraseLook(h.Status.Erase.StartedAt.Time)}, nil
 	}
 	// Every task ended (or there was none): the drives themselves must agree.
 	h.Status.Erase.Tasks = nil
@@ -501,7 +502,7 @@ func (r *Reconciler) clean(ctx context.Context, s *scope) (ctrl.Result, error) {
 		return ctrl.Result{}, fmt.Errorf("verifying the erase: %w", err)
 	} else if n > 0 {
 		cleaned(metav1.ConditionFalse, infrav1.ErasingReason, "%d drives still report an erase in progress (started %s)", n, h.Status.Erase.StartedAt.Format(time.RFC3339))
-		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		return ctrl.Result{RequeueAfter: r.eraseLook(h.Status.Erase.StartedAt.Time)}, nil
 	}
 	cleaned(metav1.ConditionTrue, infrav1.ErasedReason, "Every drive erased (started %s)", h.Status.Erase.StartedAt.Format(time.RFC3339))
 	h.Status.Erase = nil

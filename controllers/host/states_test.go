@@ -103,6 +103,9 @@ func claimOf(state infrav1.HostState, mutate ...func(*infrav1.HostClaim)) func(*
 func TestHostStateMachine(t *testing.T) {
 	const (
 		poll, retry, check = 2 * time.Second, 30 * time.Second, time.Minute
+		// firstLook: a power action's outcome and a fresh erase are looked at sooner than poll,
+		// then less and less often.
+		firstLook = poll / 4
 	)
 	booted := func(h *infrav1.RedfishHost) { now := metav1.Now(); h.Status.BootIssuedAt = &now }
 	erasing := func(tasks ...string) func(*infrav1.RedfishHost) {
@@ -178,7 +181,7 @@ func TestHostStateMachine(t *testing.T) {
 		{name: "provisioning a running server: forced off first",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning)},
 			bmc:  fakeBMC{power: bmc.PowerOn},
-			want: want{state: infrav1.HostStateProvisioning, calls: []string{"Reset(ForceOff)"}, requeue: poll}},
+			want: want{state: infrav1.HostStateProvisioning, calls: []string{"Reset(ForceOff)"}, requeue: firstLook}},
 		{name: "provisioning by virtual media: image and seed volume inserted, boot recorded before the power-on",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning)},
 			bmc:  fakeBMC{power: bmc.PowerOff},
@@ -228,33 +231,42 @@ func TestHostStateMachine(t *testing.T) {
 		{name: "boot recorded, server off: the one power-on",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning), booted},
 			bmc:  fakeBMC{power: bmc.PowerOff},
-			want: want{state: infrav1.HostStateProvisioning, calls: []string{"Reset(On)"}, requeue: poll}},
+			want: want{state: infrav1.HostStateProvisioning, calls: []string{"Reset(On)"}, requeue: firstLook}},
 		{name: "boot recorded, server on (the power-on's answer was lost): nothing sent again",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning), booted},
 			bmc:  fakeBMC{power: bmc.PowerOn},
 			want: want{state: infrav1.HostStateProvisioning, requeue: check}},
-		{name: "provisioning while a reboot request holds the power: no boot prepared, nothing powered on",
+		// A held host waits for its reboot requests to go (a spec change, which wakes it): its BMC is
+		// read at the check interval meanwhile, not polled.
+		{name: "provisioning while a reboot request holds the power: no boot prepared, nothing powered on, no polling",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning), func(h *infrav1.RedfishHost) {
 				h.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "ops/psu-check", Mode: infrav1.RebootModeHard}}
 			}},
 			bmc: fakeBMC{power: bmc.PowerOff},
-			want: want{state: infrav1.HostStateProvisioning, requeue: poll, check: func(t *testing.T, h *infrav1.RedfishHost) {
+			want: want{state: infrav1.HostStateProvisioning, requeue: check, check: func(t *testing.T, h *infrav1.RedfishHost) {
 				if h.Status.BootIssuedAt != nil {
 					t.Error("a boot was recorded")
 				}
 			}}},
-		{name: "boot recorded, server off, a reboot request arrived meanwhile: the power-on waits",
+		{name: "boot recorded, server off, a reboot request arrived meanwhile: the power-on waits, no polling",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning), booted, func(h *infrav1.RedfishHost) {
 				h.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "maintenance/dimm", Mode: infrav1.RebootModeHard}}
 			}},
 			bmc:  fakeBMC{power: bmc.PowerOff},
-			want: want{state: infrav1.HostStateProvisioning, requeue: poll}},
+			want: want{state: infrav1.HostStateProvisioning, requeue: check}},
+		{name: "provisioned, held off by a reboot request and off: nothing to do until the request goes, no polling",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned = true }), func(h *infrav1.RedfishHost) {
+				h.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "maintenance/bios", Mode: infrav1.RebootModeHard}}
+				h.Status.PowerState = string(bmc.PowerOff)
+			}},
+			bmc:  fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateProvisioned, requeue: check}},
 		{name: "provisioned with a Hard reboot request: forced off",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned = true }), func(h *infrav1.RedfishHost) {
 				h.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "maintenance/bios", Mode: infrav1.RebootModeHard}}
 			}},
 			bmc:  fakeBMC{power: bmc.PowerOn},
-			want: want{state: infrav1.HostStateProvisioned, calls: []string{"Reset(ForceOff)"}, requeue: poll}},
+			want: want{state: infrav1.HostStateProvisioned, calls: []string{"Reset(ForceOff)"}, requeue: firstLook}},
 		{name: "provisioned, its machine recreated (new UID, providerID naming the host): the claim passes to it",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned, c.ConsumerUID = true, "uid-old" })},
 			rm:   func(rm *infrav1.RedfishMachine) { rm.Spec.ProviderID = "redfish://ns/h1/m1" },
@@ -311,7 +323,7 @@ func TestHostStateMachine(t *testing.T) {
 		{name: "cleaning starts the erases and records their tasks",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateCleaning, func(c *infrav1.HostClaim) { c.Release = true })},
 			bmc:  fakeBMC{power: bmc.PowerOff, eraseJobs: []bmc.EraseJob{{Drive: "/d/1", TaskURI: "/t/1"}, {Drive: "/d/2"}}},
-			want: want{state: infrav1.HostStateCleaning, calls: []string{"EraseDrives"}, condition: "Cleaned=False/Erasing", requeue: poll,
+			want: want{state: infrav1.HostStateCleaning, calls: []string{"EraseDrives"}, condition: "Cleaned=False/Erasing", requeue: firstLook,
 				check: func(t *testing.T, h *infrav1.RedfishHost) {
 					if e := h.Status.Erase; e == nil || !slices.Equal(e.Drives, []string{"/d/1", "/d/2"}) || !slices.Equal(e.Tasks, []string{"/t/1"}) {
 						t.Errorf("erase status %+v", e)
@@ -320,7 +332,13 @@ func TestHostStateMachine(t *testing.T) {
 		{name: "cleaning waits for an erase still running",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateCleaning, func(c *infrav1.HostClaim) { c.Release = true }), erasing("/t/1")},
 			bmc:  fakeBMC{power: bmc.PowerOff, tasks: map[string]*bmc.Task{"/t/1": {State: "Running"}}},
-			want: want{state: infrav1.HostStateCleaning, calls: []string{"TaskStatus(/t/1)"}, condition: "Cleaned=False/Erasing", requeue: poll}},
+			want: want{state: infrav1.HostStateCleaning, calls: []string{"TaskStatus(/t/1)"}, condition: "Cleaned=False/Erasing", requeue: firstLook}},
+		{name: "an erase running for 10 minutes is read every 30 s, not every poll",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateCleaning, func(c *infrav1.HostClaim) { c.Release = true }), erasing("/t/1"), func(h *infrav1.RedfishHost) {
+				h.Status.Erase.StartedAt = metav1.NewTime(time.Now().Add(-10 * time.Minute))
+			}},
+			bmc:  fakeBMC{power: bmc.PowerOff, tasks: map[string]*bmc.Task{"/t/1": {State: "Running"}}},
+			want: want{state: infrav1.HostStateCleaning, calls: []string{"TaskStatus(/t/1)"}, condition: "Cleaned=False/Erasing", requeue: 30 * time.Second}},
 		{name: "a failed erase starts over",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateCleaning, func(c *infrav1.HostClaim) { c.Release = true }), erasing("/t/1")},
 			bmc:  fakeBMC{power: bmc.PowerOff, tasks: map[string]*bmc.Task{"/t/1": {State: "Exception", Done: true, Failed: true}}},
@@ -352,7 +370,7 @@ func TestHostStateMachine(t *testing.T) {
 		{name: "service boot asked of a running host: powered off first, nothing inserted yet",
 			host: []func(*infrav1.RedfishHost){serviceBoot(infrav1.HostStateAvailable, "")},
 			bmc:  fakeBMC{power: bmc.PowerOn},
-			want: want{state: infrav1.HostStateAvailable, calls: []string{"Reset(ForceOff)"}, requeue: poll}},
+			want: want{state: infrav1.HostStateAvailable, calls: []string{"Reset(ForceOff)"}, requeue: firstLook}},
 		{name: "service boot of a host that is off: the image inserted, a Continuous override to the CD, recorded before the power-on",
 			host: []func(*infrav1.RedfishHost){serviceBoot(infrav1.HostStateAvailable, "")},
 			bmc:  fakeBMC{power: bmc.PowerOff},
@@ -365,7 +383,7 @@ func TestHostStateMachine(t *testing.T) {
 		{name: "service boot recorded, host off (powered off by the BMC or the image): powered on into the image again",
 			host: []func(*infrav1.RedfishHost){serviceBoot(infrav1.HostStateProvisioned, "images.example/diag.iso")},
 			bmc:  fakeBMC{power: bmc.PowerOff},
-			want: want{state: infrav1.HostStateProvisioned, calls: []string{"Reset(On)"}, requeue: poll}},
+			want: want{state: infrav1.HostStateProvisioned, calls: []string{"Reset(On)"}, requeue: firstLook}},
 		{name: "service boot recorded, host on: nothing sent again",
 			host: []func(*infrav1.RedfishHost){serviceBoot(infrav1.HostStateAvailable, "images.example/diag.iso")},
 			bmc:  fakeBMC{power: bmc.PowerOn},
@@ -400,7 +418,7 @@ func TestHostStateMachine(t *testing.T) {
 		{name: "tasks done but a drive still erasing: not released",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateCleaning, func(c *infrav1.HostClaim) { c.Release = true }), erasing("/t/1")},
 			bmc:  fakeBMC{power: bmc.PowerOff, tasks: map[string]*bmc.Task{"/t/1": {State: "Completed", Done: true}}, inProgress: 1},
-			want: want{state: infrav1.HostStateCleaning, calls: []string{"TaskStatus(/t/1)", "ErasesInProgress"}, condition: "Cleaned=False/Erasing", requeue: poll}},
+			want: want{state: infrav1.HostStateCleaning, calls: []string{"TaskStatus(/t/1)", "ErasesInProgress"}, condition: "Cleaned=False/Erasing", requeue: firstLook}},
 		{name: "every erase done and verified: released",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateCleaning, func(c *infrav1.HostClaim) { c.Release = true }), erasing("/t/1")},
 			bmc:  fakeBMC{power: bmc.PowerOff, tasks: map[string]*bmc.Task{"/t/1": {State: "Completed", Done: true}}},

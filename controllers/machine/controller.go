@@ -8,8 +8,12 @@ import (
 	"errors"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util"
@@ -22,21 +26,28 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/claim"
 )
 
 // Reconciler reconciles RedfishMachines.
 type Reconciler struct {
 	Client client.Client
 	// APIReader reads Secrets, which the manager does not cache.
-	APIReader    client.Reader
-	ClusterCache clustercache.ClusterCache
-	Recorder     events.EventRecorder
+	APIReader client.Reader
+	// SecretVersions reads Secrets' metadata from a watch (whether the seed was written). Nil:
+	// the API server is asked.
+	SecretVersions client.Reader
+	ClusterCache   clustercache.ClusterCache
+	Recorder       events.EventRecorder
 	// PollInterval is how often a machine waiting for a host or a Node looks again. Default 2s.
 	PollInterval time.Duration
+
+	controller controller.Controller // for the ClusterCache's Node watches
 }
 
 // scope is what one reconcile works with.
@@ -58,7 +69,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	c, err := ctrl.NewControllerManagedBy(mgr).
 		For(&infrav1.RedfishMachine{}).
 		Named("redfishmachine").
 		// Pausing (clusterctl move) and unpausing the Cluster, and its infrastructure becoming
@@ -67,8 +78,68 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 			builder.WithPredicates(predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(mgr.GetScheme(), ctrl.LoggerFrom(ctx)))).
 		WithOptions(opts).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(util.MachineToInfrastructureMapFunc(infrav1.GroupVersion.WithKind("RedfishMachine")))).
-		Watches(&infrav1.RedfishHost{}, handler.EnqueueRequestsFromMapFunc(r.hostToMachines)).
-		Complete(r)
+		Watches(&infrav1.RedfishHost{}, r.hostHandler()).
+		// A workload cluster's Nodes (watched through the ClusterCache once a machine waits
+		// for one) wake the machine their providerID names.
+		WatchesRawSource(r.ClusterCache.GetClusterSource("redfishmachine", clusterToMachines)).
+		Build(r)
+	if err != nil {
+		return err
+	}
+	r.controller = c
+	return nil
+}
+
+// watchNodes makes the Nodes of the machine's workload cluster wake the machine they name (by
+// providerID) as soon as they join, instead of the machine polling for them. Called each round a
+// machine waits for its Node: the ClusterCache adds the watch once per connection.
+func (r *Reconciler) watchNodes(ctx context.Context, cluster *clusterv1.Cluster) error {
+	return r.ClusterCache.Watch(ctx, client.ObjectKeyFromObject(cluster), clustercache.NewWatcher(clustercache.WatcherOptions{
+		Name: "redfishmachine-watchNodes", Watcher: r.controller, Kind: &corev1.Node{},
+		EventHandler: handler.EnqueueRequestsFromMapFunc(nodeToMachine),
+	}))
+}
+
+// nodeToMachine names the machine a Node's providerID (redfish://<namespace>/<host>/<machine>)
+// names.
+func nodeToMachine(_ context.Context, o client.Object) []reconcile.Request {
+	n, ok := o.(*corev1.Node)
+	if !ok {
+		return nil
+	}
+	ns, name, ok := claim.MachineOf(n.Spec.ProviderID)
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}}
+}
+
+// hostHandler wakes the machines hostToMachines names, and on an update also the machine whose
+// claim the host just dropped: a machine being deleted waits for exactly that, and would
+// otherwise only notice at its next poll.
+func (r *Reconciler) hostHandler() handler.EventHandler {
+	enqueue := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, req := range r.hostToMachines(ctx, o) {
+			q.Add(req)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.ObjectNew, q)
+			if old, ok := e.ObjectOld.(*infrav1.RedfishHost); ok && old.Status.Claim != nil {
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Namespace: old.Status.Claim.Consumer.Namespace, Name: old.Status.Claim.Consumer.Name}})
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, q)
+		},
+	}
 }
 
 // hostToMachines wakes the consumer of a host, and every machine still waiting for a host when
@@ -125,7 +196,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	defer func() {
 		if err := helper.Patch(ctx, rm, patch.WithOwnedConditions{Conditions: []string{
 			infrav1.ReadyCondition, infrav1.HostClaimedCondition, infrav1.PausedCondition,
-		}}); err != nil {
+		}}); err != nil && (rm.DeletionTimestamp == nil || !allNotFound(err)) {
+			// (A machine being deleted that is gone: an earlier round removed the finalizer and this
+			// one read the machine from a cache that had not seen it go. Nothing is lost.)
 			retErr = errors.Join(retErr, err)
 		}
 	}()
@@ -168,3 +241,17 @@ func setNotReady(rm *infrav1.RedfishMachine, reason, msg string) {
 }
 
 func klogRef(m *clusterv1.Machine) string { return m.Namespace + "/" + m.Name }
+
+// allNotFound says whether every error a patch returned is NotFound.
+func allNotFound(err error) bool {
+	var agg kerrors.Aggregate
+	if errors.As(err, &agg) {
+		for _, e := range agg.Errors() {
+			if !apierrors.IsNotFound(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return apierrors.IsNotFound(err)
+}

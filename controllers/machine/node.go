@@ -2,6 +2,7 @@ package machine
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +16,10 @@ import (
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 )
 
+// nodeRecheck is how often a machine waiting for its Node looks again. Only a safety net: the
+// Node joining wakes the machine through the workload cluster's Node watch.
+const nodeRecheck = 30 * time.Second
+
 // waitForNode waits for the Node with the machine's providerID to join the workload cluster,
 // then reports the machine provisioned with the Node's addresses, tells the host its claim is
 // provisioned, and stops serving the seed.
@@ -25,6 +30,9 @@ func (r *Reconciler) waitForNode(ctx context.Context, s *scope) (ctrl.Result, er
 		return ctrl.Result{}, nil
 	}
 	remote, err := r.ClusterCache.GetClient(ctx, client.ObjectKeyFromObject(s.cluster))
+	if err == nil {
+		err = r.watchNodes(ctx, s.cluster)
+	}
 	if err != nil {
 		setNotReady(rm, infrav1.ProvisioningReason, "Waiting for the connection to the workload cluster")
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
@@ -40,7 +48,7 @@ func (r *Reconciler) waitForNode(ctx context.Context, s *scope) (ctrl.Result, er
 			msg = "Host " + s.host.Name + " cannot boot: " + c.Message // e.g. a single virtual media device
 		}
 		setNotReady(rm, infrav1.ProvisioningReason, msg)
-		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		return ctrl.Result{RequeueAfter: nodeRecheck}, nil // the Node's arrival (watched) wakes the machine
 	}
 	node := nodes.Items[0]
 	rm.Status.Addresses = nil

@@ -27,6 +27,14 @@ func (r *Reconciler) ensureSeed(ctx context.Context, s *scope) (ctrl.Result, err
 		return ctrl.Result{}, nil
 	}
 	key := client.ObjectKey{Namespace: rm.Namespace, Name: seed.SecretName(rm.Name)}
+	if r.SecretVersions != nil {
+		// Written already (the usual case on every round until the Node joins): no request.
+		meta := &metav1.PartialObjectMetadata{}
+		meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+		if err := r.SecretVersions.Get(ctx, key, meta); err == nil {
+			return ctrl.Result{}, nil
+		}
+	}
 	existing := &corev1.Secret{}
 	err := r.APIReader.Get(ctx, key, existing)
 	if err == nil {

@@ -33,6 +33,16 @@ func HostOf(providerID, namespace string) string {
 	return host
 }
 
+// MachineOf returns the namespace and the RedfishMachine a providerID names.
+func MachineOf(providerID string) (namespace, machine string, ok bool) {
+	rest, ok := strings.CutPrefix(providerID, "redfish://")
+	parts := strings.Split(rest, "/")
+	if !ok || len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return "", "", false
+	}
+	return parts[0], parts[2], true
+}
+
 // Owner names the MachineDeployment (or control plane, or bare MachineSet) a Machine belongs to,
 // from the labels CAPI puts on every Machine; nil for a standalone Machine.
 func Owner(m *clusterv1.Machine, cluster *clusterv1.Cluster) *infrav1.ObjectRef {

@@ -41,3 +41,19 @@ func TestOwnerIsTheMachineDeploymentOrTheControlPlaneOrTheMachineSet(t *testing.
 		})
 	}
 }
+
+func TestMachineOf(t *testing.T) {
+	for id, want := range map[string][2]string{
+		"redfish://rack/server-1/workers-abc": {"rack", "workers-abc"},
+		ProviderID("ns", "h", "m"):            {"ns", "m"},
+		"redfish://rack/server-1":             {},
+		"redfish://rack//m":                   {},
+		"aws:///us-east-1a/i-123":             {},
+		"redfish://a/b/c/d":                   {},
+	} {
+		ns, m, ok := MachineOf(id)
+		if got := [2]string{ns, m}; got != want || ok != (want != [2]string{}) {
+			t.Errorf("MachineOf(%q) = %q, %q, %t; want %q", id, ns, m, ok, want)
+		}
+	}
+}

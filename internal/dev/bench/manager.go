@@ -115,15 +115,13 @@ func startManager(ctx context.Context, env *testenv.Environment, bin, dir string
 		}
 		select {
 		case err := <-m.exited:
-			return nil, fmt.Errorf("the manager exited before it was ready (%v); its log: %s", err, logPath)
+			return nil, fmt.Errorf("the manager exited before it was ready (its log: %s): %w", logPath, err)
 		case <-time.After(200 * time.Millisecond):
 		case <-ctx.Done():
-			m.stop()
-			return nil, ctx.Err()
+			return nil, errors.Join(ctx.Err(), m.stop())
 		}
 		if time.Now().After(deadline) {
-			m.stop()
-			return nil, fmt.Errorf("the manager was not ready within 2 minutes; its log: %s", logPath)
+			return nil, errors.Join(fmt.Errorf("the manager was not ready within 2 minutes; its log: %s", logPath), m.stop())
 		}
 	}
 }

@@ -138,11 +138,13 @@ func (r *Report) WriteTable(w io.Writer) {
 				name string
 				s    stat
 			}{
+				{"  CAPI: phase start → Machine created", s.Created},
 				{"  wait for a host (Machine created → host claimed)", s.WaitForHost},
 				{"  provider: host claimed → Node registered", s.Provider},
 				{"    of which over P+B (the provider's own time)", s.ProviderOverhead},
 				{"    host claimed → server powered on", s.BootIssued},
 				{"  CAPI: Node registered → Machine Running", s.NodeToRunning},
+				{fmt.Sprintf("  old Machine deletion requested → gone (%d)", s.Deleted), s.Deletion},
 			} {
 				fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\n", row.name, row.s.Median, row.s.P95, row.s.Max)
 			}

@@ -28,6 +28,7 @@ type timeline struct {
 
 type machineTimes struct {
 	created, claimed, node, running time.Time
+	deleting, gone                  time.Time
 	host                            string
 }
 
@@ -71,6 +72,9 @@ func (t *timeline) watch(ctx context.Context, c cache.Cache, fleet *simulator.Fl
 			if m.Status.Phase == string(clusterv1.MachinePhaseRunning) && m.Status.NodeRef.IsDefined() {
 				setOnce(&mt.running, now)
 			}
+			if !m.DeletionTimestamp.IsZero() {
+				setOnce(&mt.deleting, now)
+			}
 		},
 		&infrav1.RedfishHost{}: func(obj any) {
 			h, ok := obj.(*infrav1.RedfishHost)
@@ -109,6 +113,7 @@ func (t *timeline) watch(ctx context.Context, c cache.Cache, fleet *simulator.Fl
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    h,
 			UpdateFunc: func(_, obj any) { h(obj) },
+			DeleteFunc: t.deleted,
 		}); err != nil {
 			return err
 		}
@@ -116,9 +121,27 @@ func (t *timeline) watch(ctx context.Context, c cache.Cache, fleet *simulator.Fl
 	return nil
 }
 
+// deleted records when a Machine was gone from the API server.
+func (t *timeline) deleted(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	m, ok := obj.(*clusterv1.Machine)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	setOnce(&t.machine(m.Spec.InfrastructureRef.Name).gone, now)
+}
+
 // split is the per-machine breakdown of the machines created in [from, to).
 type split struct {
 	Machines int `json:"machines"`
+	// Created: phase start → Machine created (CAPI's MachineDeployment and MachineSet controllers
+	// creating the Machines, and the rollout's pacing).
+	Created stat `json:"created"`
 	// WaitForHost: Machine created → host claimed (CAPI creating the RedfishMachine, the claim,
 	// and waiting for a host to become Available).
 	WaitForHost stat `json:"waitForHost"`
@@ -130,6 +153,10 @@ type split struct {
 	BootIssued stat `json:"bootIssued"`
 	// NodeToRunning: Node registered → Machine Running (CAPI's Machine controller and ClusterCache).
 	NodeToRunning stat `json:"nodeToRunning"`
+	// Deleted counts the Machines deleted in the window; Deletion is deletion requested → Machine
+	// gone (CAPI's drain and this provider's release: power off before the finalizer goes).
+	Deleted  int  `json:"deleted"`
+	Deletion stat `json:"deletion"`
 }
 
 // stat summarises durations in seconds.
@@ -151,13 +178,17 @@ func summarize(ds []time.Duration) stat {
 func (t *timeline) split(from, to time.Time, floorPerMachine time.Duration) split {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var wait, prov, over, boot, run []time.Duration
+	var created, wait, prov, over, boot, run, del []time.Duration
 	n := 0
 	for _, m := range t.machines {
+		if !m.deleting.Before(from) && m.deleting.Before(to) && !m.gone.IsZero() {
+			del = append(del, m.gone.Sub(m.deleting))
+		}
 		if m.created.Before(from) || !m.created.Before(to) || m.claimed.IsZero() || m.node.IsZero() || m.running.IsZero() {
 			continue
 		}
 		n++
+		created = append(created, m.created.Sub(from))
 		wait = append(wait, m.claimed.Sub(m.created))
 		prov = append(prov, m.node.Sub(m.claimed))
 		over = append(over, m.node.Sub(m.claimed)-floorPerMachine)
@@ -169,6 +200,6 @@ func (t *timeline) split(from, to time.Time, floorPerMachine time.Duration) spli
 		}
 		run = append(run, m.running.Sub(m.node))
 	}
-	return split{Machines: n, WaitForHost: summarize(wait), Provider: summarize(prov), ProviderOverhead: summarize(over),
-		BootIssued: summarize(boot), NodeToRunning: summarize(run)}
+	return split{Machines: n, Created: summarize(created), WaitForHost: summarize(wait), Provider: summarize(prov), ProviderOverhead: summarize(over),
+		BootIssued: summarize(boot), NodeToRunning: summarize(run), Deleted: len(del), Deletion: summarize(del)}
 }

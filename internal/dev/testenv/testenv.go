@@ -283,7 +283,8 @@ func (e *Environment) startManager() error {
 		return err
 	}
 	if e.opts.SetupProvider != nil {
-		if err := e.opts.SetupProvider(ctx, mgr, e.ClusterCache); err != nil {
+		// The provider's cluster sources (its workload-cluster watches) drain as CAPI's do.
+		if err := e.opts.SetupProvider(ctx, mgr, drainingSources{ClusterCache: e.ClusterCache, ctx: sourcesCtx}); err != nil {
 			return fmt.Errorf("setting up the provider: %w", err)
 		}
 	}

@@ -1,0 +1,98 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The benchmark at a small N, so that `make bench` never rots: every phase completes on the real
+// manager binary, no phase beats the floor it is measured against (a ratio under 1 would mean the
+// floor is not a floor), the per-machine split covers every Machine, the figures survive JSON, and
+// the targets a small fleet can check hold: an idle manager writes nothing and polls its BMCs only
+// at the resync, one Redfish session per BMC for the whole run, no reconcile error in its log.
+func TestBenchmarkSmallFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs envtest; skipped with -short")
+	}
+	const hosts = 4
+	idle, check := 10*time.Second, time.Minute
+	dir := t.TempDir()
+	var out bytes.Buffer
+	report, err := Run(t.Context(), Options{
+		Hosts: hosts, PowerLatency: 300 * time.Millisecond, BootTime: 500 * time.Millisecond, RequestLatency: 5 * time.Millisecond,
+		Idle: idle, BMCCheckInterval: check, Dir: dir, Out: &out,
+	})
+	if report != nil {
+		report.WriteTable(&out)
+	}
+	t.Log(out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	names := []string{}
+	for _, p := range report.Phases {
+		names = append(names, p.Name)
+		if p.FloorSeconds > 0 && p.Ratio < 1 {
+			t.Errorf("%s took %.2fs, under its floor %.2fs (%s): the floor model is wrong", p.Name, p.WallSeconds, p.FloorSeconds, p.FloorModel)
+		}
+		if p.Name != "idle" && (p.FloorSeconds <= 0 || p.CPUSeconds <= 0 || p.KubeTotal <= 0 || p.Redfish.Total <= 0) {
+			t.Errorf("%s: floor %.2fs, CPU %.2fs, %v API requests, %d Redfish requests: a figure is missing", p.Name, p.FloorSeconds, p.CPUSeconds, p.KubeTotal, p.Redfish.Total)
+		}
+	}
+	if want := []string{"register", "provision", "rollout", "idle"}; !reflect.DeepEqual(names, want) {
+		t.Fatalf("phases %v, want %v", names, want)
+	}
+	provision, rollout, idlePhase := report.Phases[1], report.Phases[2], report.Phases[3]
+	if provision.Split == nil || provision.Split.Machines != hosts+1 {
+		t.Errorf("provision split %+v, want %d machines (the workers and the control plane)", provision.Split, hosts+1)
+	}
+	if rollout.Split == nil || rollout.Split.Machines != hosts || rollout.Split.Deleted != hosts {
+		t.Errorf("rollout split %+v, want %d machines created and %d deleted", rollout.Split, hosts, hosts)
+	}
+	if s := rollout.Split; s != nil && s.Provider.Median < (300*time.Millisecond+500*time.Millisecond).Seconds() {
+		t.Errorf("a replacement's provider part took %.2fs, under the power-on and boot it includes", s.Provider.Median)
+	}
+
+	if i := idlePhase.Idle; i == nil || i.APIWritesPerMinute != 0 {
+		t.Errorf("an idle manager wrote to the API server: %+v (%v)", i, idlePhase.KubeRequests)
+	}
+	if maxChecks := int(math.Ceil(idle.Seconds()/check.Seconds())) + 1; idlePhase.Redfish.Max > maxChecks {
+		t.Errorf("an idle host got %d Redfish requests in %s, more than its %d resyncs at --bmc-check-interval %s", idlePhase.Redfish.Max, idle, maxChecks, check)
+	}
+	if report.Sessions.MaxPerBMC != 1 {
+		t.Errorf("at most %d sessions on one BMC over the run, want 1", report.Sessions.MaxPerBMC)
+	}
+	if report.PeakRSSBytes <= 0 {
+		t.Error("no peak memory measured")
+	}
+
+	raw, err := json.Marshal(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := &Report{}
+	if err := json.Unmarshal(raw, back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Phases[2].WallSeconds != rollout.WallSeconds || back.Phases[2].Split.Provider != rollout.Split.Provider || back.Sessions != report.Sessions {
+		t.Error("the JSON report does not carry the figures")
+	}
+
+	log, err := os.ReadFile(filepath.Join(dir, "manager.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(log)) {
+		if strings.Contains(line, "Reconciler error") {
+			t.Errorf("the manager logged a reconcile error: %s", line)
+		}
+	}
+}
