@@ -71,8 +71,8 @@ func main() {
 	fs.StringVar(&f.watchNamespace, "namespace", "", "Only watch this namespace (default: all).")
 	fs.StringVar(&f.watchFilter, "watch-filter", "", "Not supported any more: the manager refuses to start when it is set.")
 	fs.IntVar(&f.concurrency, "concurrency", 50, "Concurrent reconciles per controller.")
-	fs.Float32Var(&f.qps, "kube-api-qps", 100, "Maximum queries per second to the management cluster API server.")
-	fs.IntVar(&f.burst, "kube-api-burst", 200, "Maximum burst to the management cluster API server.")
+	fs.Float32Var(&f.qps, "kube-api-qps", 200, "Maximum queries per second to the management cluster API server (sizing: docs/performance.md).")
+	fs.IntVar(&f.burst, "kube-api-burst", 400, "Maximum burst to the management cluster API server.")
 	fs.DurationVar(&f.orphanGracePeriod, "orphan-grace-period", 2*time.Minute, "How long a claimed host's RedfishMachine may be missing (outside a paused Cluster) before the host releases the claim.")
 	fs.DurationVar(&f.restoreGracePeriod, "restore-grace-period", 2*time.Minute, "How long an unclaimed host found powered on is kept out of the pool for its machine to be recreated (clusterctl move, a restore).")
 	fs.DurationVar(&f.bmcCheckInterval, "bmc-check-interval", time.Minute, "How often a settled host re-reads its BMC (BMCReachable and power state); a power transition is re-read sooner, with backoff.")
@@ -84,8 +84,8 @@ func main() {
 	fs.IntVar(&f.clusterCacheConcurrency, "clustercache-concurrency", 100, "Concurrent reconciles of the cluster cache.")
 	fs.StringVar(&f.seedAddr, "seed-bind-address", ":8082", "Address the seed server (bootstrap data for booting hosts) listens on.")
 	fs.StringVar(&f.seedURL, "seed-url", "", "URL hosts reach the seed server at, e.g. http://10.0.0.2:8082 (required: hosts boot from it).")
-	fs.StringVar(&f.profilerAddr, "profiler-address", "", "Serve Go's pprof profiles (/debug/pprof/) on this address, e.g. 127.0.0.1:6060 (default: off). Unauthenticated: bind it to loopback.")
-	fs.BoolVar(&f.insecureDiagnostics, "insecure-diagnostics", false, "Serve the metrics endpoint over plain HTTP without authentication (local runs and benchmarks only).")
+	fs.StringVar(&f.profilerAddr, "profiler-address", "", "Serve Go's pprof profiles (/debug/pprof/) on this loopback address, e.g. 127.0.0.1:6060 (default: off; unauthenticated, so other addresses are refused).")
+	fs.BoolVar(&f.insecureDiagnostics, "insecure-diagnostics", false, "Serve the metrics endpoint over plain HTTP without authentication (local runs and benchmarks; --metrics-bind-address must then be a loopback address).")
 	logsv1.AddFlags(logOptions, fs)
 	fs.Var(cliflag.NewMapStringBool(&f.featureGates), "feature-gates", "Experimental features to turn on, as Name=true pairs separated by commas. Known: Maintenance (RedfishMaintenance and RedfishMaintenancePolicy: the typed maintenance handshake).")
 	fs.AddGoFlagSet(flag.CommandLine)
@@ -110,6 +110,14 @@ func run(ctx context.Context, f flags) error {
 		// Claims and remediations never honoured it: two managers sharing a namespace would
 		// claim each other's hosts. Refuse rather than run unsharded.
 		return fmt.Errorf("--watch-filter is not supported: run one manager per namespace set (--namespace) instead, and remove the flag")
+	}
+	// Unauthenticated endpoints only on loopback: metrics name BMC addresses and hosts, and pprof
+	// exposes the process's memory.
+	if f.insecureDiagnostics && !loopback(f.metricsAddr) {
+		return fmt.Errorf("--insecure-diagnostics serves metrics without authentication: bind --metrics-bind-address to loopback (e.g. 127.0.0.1:8080), not %q", f.metricsAddr)
+	}
+	if f.profilerAddr != "" && !loopback(f.profilerAddr) {
+		return fmt.Errorf("--profiler-address serves pprof without authentication: bind it to loopback (e.g. 127.0.0.1:6060), not %q", f.profilerAddr)
 	}
 	for name := range f.featureGates {
 		if name != "Maintenance" {
@@ -180,4 +188,17 @@ func run(ctx context.Context, f flags) error {
 		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// loopback says whether addr (host:port) binds to a loopback address only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -39,3 +39,24 @@ func TestUnknownFeatureGateIsRefused(t *testing.T) {
 		t.Fatalf("run with --feature-gates=Upkeep=true = %v", err)
 	}
 }
+
+// The unauthenticated diagnostics (plain-HTTP metrics, pprof) are refused anywhere but loopback:
+// metrics name BMC addresses, pprof exposes the process's memory.
+func TestUnauthenticatedDiagnosticsOnlyOnLoopback(t *testing.T) {
+	for _, f := range []flags{
+		{seedURL: "http://10.0.0.2:30082", insecureDiagnostics: true, metricsAddr: ":8443"},
+		{seedURL: "http://10.0.0.2:30082", insecureDiagnostics: true, metricsAddr: "0.0.0.0:8080"},
+		{seedURL: "http://10.0.0.2:30082", metricsAddr: ":8443", profilerAddr: ":6060"},
+		{seedURL: "http://10.0.0.2:30082", metricsAddr: ":8443", profilerAddr: "10.0.0.2:6060"},
+	} {
+		err := run(t.Context(), f)
+		if err == nil || !strings.Contains(err.Error(), "without authentication") {
+			t.Errorf("run(%+v) = %v, want a refusal", f, err)
+		}
+	}
+	for _, addr := range []string{"127.0.0.1:6060", "[::1]:6060", "localhost:6060"} {
+		if !loopback(addr) {
+			t.Errorf("loopback(%q) = false", addr)
+		}
+	}
+}

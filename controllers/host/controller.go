@@ -79,6 +79,7 @@ type Reconciler struct {
 	// transitions counts, per host, the reconciles that found the power in transition: the
 	// next look comes after firstLook doubled that many times (at most maxTransitionBackoff).
 	transitions sync.Map // types.NamespacedName -> int
+	lastReset   sync.Map // types.NamespacedName -> sentReset
 	secretsOnce sync.Once
 	secretRead  *secretReader
 
@@ -96,11 +97,12 @@ const maxTransitionBackoff = 30 * time.Second
 // in 1.5 s, one that takes 20 s is read 6 times instead of 4).
 func (r *Reconciler) firstLook() time.Duration { return r.PollInterval / 4 }
 
-// eraseLook is how soon an erase started at since is read again: half the time it has run so far
-// (between firstLook and maxTransitionBackoff), so a short erase is seen done soon and an hour-long
-// one is not read every 2 s.
+// eraseLook is how soon an erase started at since is read again: a quarter of the time it has
+// run so far (between firstLook and maxTransitionBackoff), so a short erase is seen done soon and
+// an hour-long one is not read every 2 s. (status.erase.startedAt has whole seconds: for the
+// first PollInterval this is firstLook whatever the rounding.)
 func (r *Reconciler) eraseLook(since time.Time) time.Duration {
-	return min(max(time.Since(since)/2, r.firstLook()), maxTransitionBackoff)
+	return min(max(time.Since(since)/4, r.firstLook()), maxTransitionBackoff)
 }
 
 // SetupWithManager registers the controller.
@@ -186,6 +188,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err := r.APIReader.Get(ctx, req.NamespacedName, host); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.transitions.Delete(req.NamespacedName)
+			r.lastReset.Delete(req.NamespacedName)
 			r.missingRequestors.Delete(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -231,7 +234,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	s := &scope{host: host}
 	res, err := r.handlers()[stateOf(host)](ctx, s)
-	return r.followTransition(req.NamespacedName, s, res), err
+	res = r.followTransition(req.NamespacedName, s, res)
+	// A reboot request whose requestor is gone is dropped when its grace period ends, not at the
+	// next resync of a host its request holds off.
+	if due, ok := r.orphanDue(req.NamespacedName); ok && (res.RequeueAfter == 0 || due < res.RequeueAfter) {
+		res.RequeueAfter = due
+	}
+	return res, err
+}
+
+// orphanDue says how soon the grace period of the host's first missing reboot requestor ends.
+func (r *Reconciler) orphanDue(key types.NamespacedName) (time.Duration, bool) {
+	v, ok := r.missingRequestors.Load(key)
+	if !ok {
+		return 0, false
+	}
+	var due time.Duration
+	first := true
+	for _, since := range v.(map[string]time.Time) {
+		if d := time.Until(since.Add(r.OrphanGracePeriod)); first || d < due {
+			due, first = d, false
+		}
+	}
+	return max(due, r.firstLook()), !first
 }
 
 // dropOrphanedRemediationRequests removes reboot requests of RedfishRemediations and
@@ -528,9 +553,27 @@ func (r *Reconciler) updateReady(h *infrav1.RedfishHost) {
 
 // reset sends a power action and counts it.
 func (r *Reconciler) reset(ctx context.Context, s *scope, t bmc.ResetType) error {
-	metrics.PowerOperations.WithLabelValues(s.host.Namespace, s.host.Name, string(t)).Inc()
 	s.acted = true
-	return s.bmc.Reset(ctx, t)
+	// Many BMCs keep reporting the old power state for seconds after accepting a reset: the same
+	// reset is not sent again within PollInterval of the last one; the host only reads the state.
+	key := client.ObjectKeyFromObject(s.host)
+	if v, ok := r.lastReset.Load(key); ok {
+		if last := v.(sentReset); last.t == t && time.Since(last.at) < r.PollInterval {
+			return nil
+		}
+	}
+	metrics.PowerOperations.WithLabelValues(s.host.Namespace, s.host.Name, string(t)).Inc()
+	err := s.bmc.Reset(ctx, t)
+	if err == nil {
+		r.lastReset.Store(key, sentReset{t: t, at: time.Now()})
+	}
+	return err
+}
+
+// sentReset is the last reset a host's BMC accepted.
+type sentReset struct {
+	t  bmc.ResetType
+	at time.Time
 }
 
 func (r *Reconciler) event(h *infrav1.RedfishHost, reason, action, format string, args ...any) {

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,13 +34,17 @@ func (s *secretReader) get(ctx context.Context, key types.NamespacedName) (map[s
 	if s.versions != nil {
 		meta := &metav1.PartialObjectMetadata{}
 		meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-		if err := s.versions.Get(ctx, key, meta); err == nil {
+		err := s.versions.Get(ctx, key, meta)
+		switch {
+		case err == nil:
 			s.mu.Lock()
 			r, ok := s.read[key]
 			s.mu.Unlock()
 			if ok && r.version == meta.ResourceVersion {
 				return r.data, nil
 			}
+		case apierrors.IsNotFound(err):
+			s.forget(key) // no credentials kept for a Secret that is gone
 		}
 	}
 	sec := &corev1.Secret{}

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -586,4 +587,48 @@ func (s *staleReads) Get(ctx context.Context, key client.ObjectKey, obj client.O
 		return nil
 	}
 	return s.Client.Get(ctx, key, obj, opts...)
+}
+
+// A BMC that still reports the old power state right after accepting a reset (many do, for
+// seconds) is not sent the same reset again within PollInterval: the host only reads the state.
+// Another reset type, or the same one later, is sent.
+func TestAResetIsNotRepeatedWhileTheBMCCatchesUp(t *testing.T) {
+	f := &fakeBMC{power: bmc.PowerOff}
+	r := &Reconciler{PollInterval: 200 * time.Millisecond}
+	s := &scope{host: &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1"}}, bmc: f}
+	ctx := context.Background()
+	for range 3 {
+		if err := r.reset(ctx, s, bmc.ResetOn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.reset(ctx, s, bmc.ResetForceOff); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(250 * time.Millisecond)
+	if err := r.reset(ctx, s, bmc.ResetForceOff); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"Reset(On)", "Reset(ForceOff)", "Reset(ForceOff)"}; !slices.Equal(f.calls, want) {
+		t.Errorf("BMC got %v, want %v", f.calls, want)
+	}
+}
+
+// A host held off by a reboot request whose requestor is gone is looked at again when the grace
+// period ends (the request is dropped then), not at its next resync.
+func TestAMissingRequestorsGraceEndWakesTheHost(t *testing.T) {
+	r := &Reconciler{PollInterval: 2 * time.Second, OrphanGracePeriod: 2 * time.Minute}
+	key := types.NamespacedName{Namespace: "ns", Name: "h1"}
+	if _, ok := r.orphanDue(key); ok {
+		t.Fatal("a host with no missing requestor has a due time")
+	}
+	r.missingRequestors.Store(key, map[string]time.Time{"remediation/a": time.Now().Add(-90 * time.Second), "remediation/b": time.Now()})
+	due, ok := r.orphanDue(key)
+	if !ok || due > 30*time.Second || due < 29*time.Second {
+		t.Errorf("due in %s (%t), want about 30s", due, ok)
+	}
+	r.missingRequestors.Store(key, map[string]time.Time{"remediation/a": time.Now().Add(-time.Hour)})
+	if due, _ := r.orphanDue(key); due != r.firstLook() {
+		t.Errorf("a grace period over: due in %s, want %s", due, r.firstLook())
+	}
 }

@@ -96,22 +96,25 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 func (r *Reconciler) watchNodes(ctx context.Context, cluster *clusterv1.Cluster) error {
 	return r.ClusterCache.Watch(ctx, client.ObjectKeyFromObject(cluster), clustercache.NewWatcher(clustercache.WatcherOptions{
 		Name: "redfishmachine-watchNodes", Watcher: r.controller, Kind: &corev1.Node{},
-		EventHandler: handler.EnqueueRequestsFromMapFunc(nodeToMachine),
+		EventHandler: handler.EnqueueRequestsFromMapFunc(nodeToMachine(cluster.Namespace)),
 	}))
 }
 
 // nodeToMachine names the machine a Node's providerID (redfish://<namespace>/<host>/<machine>)
-// names.
-func nodeToMachine(_ context.Context, o client.Object) []reconcile.Request {
-	n, ok := o.(*corev1.Node)
-	if !ok {
-		return nil
+// names, in the namespace of the Node's Cluster only: a workload cluster's Nodes never wake
+// machines of another namespace, whatever providerID they carry.
+func nodeToMachine(namespace string) handler.MapFunc {
+	return func(_ context.Context, o client.Object) []reconcile.Request {
+		n, ok := o.(*corev1.Node)
+		if !ok {
+			return nil
+		}
+		ns, name, ok := claim.MachineOf(n.Spec.ProviderID)
+		if !ok || ns != namespace {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}}
 	}
-	ns, name, ok := claim.MachineOf(n.Spec.ProviderID)
-	if !ok {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}}
 }
 
 // hostHandler wakes the machines hostToMachines names, and on an update also the machine whose

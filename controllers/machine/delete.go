@@ -19,12 +19,9 @@ import (
 // recorded on the host at claim time; no template is read.
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	rm := s.rm
-	// The seed goes first, once: the Deleting reason is recorded only after it is gone.
-	if conditions.GetReason(rm, infrav1.ReadyCondition) != infrav1.DeletingReason {
-		if err := r.deleteSeed(ctx, rm); err != nil {
-			return ctrl.Result{}, err
-		}
-		conditions.Set(rm, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: infrav1.DeletingReason, Message: "Releasing the host"})
+	conditions.Set(rm, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: infrav1.DeletingReason, Message: "Releasing the host"})
+	if err := r.deleteSeed(ctx, rm); err != nil {
+		return ctrl.Result{}, err
 	}
 	// While the host the machine recorded still holds its claim in the cache, the machine waits:
 	// every change of that host wakes it, and waiting longer is safe. The last look, before the

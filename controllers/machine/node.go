@@ -30,12 +30,15 @@ func (r *Reconciler) waitForNode(ctx context.Context, s *scope) (ctrl.Result, er
 		return ctrl.Result{}, nil
 	}
 	remote, err := r.ClusterCache.GetClient(ctx, client.ObjectKeyFromObject(s.cluster))
-	if err == nil {
-		err = r.watchNodes(ctx, s.cluster)
-	}
 	if err != nil {
 		setNotReady(rm, infrav1.ProvisioningReason, "Waiting for the connection to the workload cluster")
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
+	recheck := nodeRecheck // the Node's arrival (watched) wakes the machine
+	if err := r.watchNodes(ctx, s.cluster); err != nil {
+		// Not watched: the machine looks for its Node every PollInterval instead.
+		ctrl.LoggerFrom(ctx).Info("cannot watch the workload cluster's Nodes; polling for the Node", "error", err.Error())
+		recheck = r.PollInterval
 	}
 	nodes := &corev1.NodeList{}
 	if err := remote.List(ctx, nodes, client.MatchingFields{index.NodeProviderIDField: rm.Spec.ProviderID}); err != nil {
@@ -48,7 +51,7 @@ func (r *Reconciler) waitForNode(ctx context.Context, s *scope) (ctrl.Result, er
 			msg = "Host " + s.host.Name + " cannot boot: " + c.Message // e.g. a single virtual media device
 		}
 		setNotReady(rm, infrav1.ProvisioningReason, msg)
-		return ctrl.Result{RequeueAfter: nodeRecheck}, nil // the Node's arrival (watched) wakes the machine
+		return ctrl.Result{RequeueAfter: recheck}, nil
 	}
 	node := nodes.Items[0]
 	rm.Status.Addresses = nil

@@ -75,5 +75,14 @@ func (r *Reconciler) ensureSeed(ctx context.Context, s *scope) (ctrl.Result, err
 // deleteSeed removes the seed: the bootstrap data is no longer served.
 func (r *Reconciler) deleteSeed(ctx context.Context, rm *infrav1.RedfishMachine) error {
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: rm.Namespace, Name: seed.SecretName(rm.Name)}}
+	if r.SecretVersions != nil {
+		// Gone already (every round after the first): no request. A seed written moments ago
+		// that the watch has not seen yet goes with its RedfishMachine (it owns the seed).
+		meta := &metav1.PartialObjectMetadata{}
+		meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+		if err := r.SecretVersions.Get(ctx, client.ObjectKeyFromObject(sec), meta); apierrors.IsNotFound(err) {
+			return nil
+		}
+	}
 	return client.IgnoreNotFound(r.Client.Delete(ctx, sec))
 }

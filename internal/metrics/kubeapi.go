@@ -46,17 +46,24 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 func KubeRequestKind(method string, u *url.URL) (verb, resource string) {
 	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
 	var rest []string
-	switch {
-	case len(parts) >= 3 && parts[0] == "api": // /api/v1/...
-		rest = parts[2:]
-	case len(parts) >= 4 && parts[0] == "apis": // /apis/group/version/...
-		rest = parts[3:]
+	// The API server may sit behind a path prefix (a proxy): the first api or apis segment starts
+	// the Kubernetes path.
+	for i, p := range parts {
+		if p == "api" && len(parts) >= i+3 { // /api/v1/...
+			rest = parts[i+2:]
+			break
+		}
+		if p == "apis" && len(parts) >= i+4 { // /apis/group/version/...
+			rest = parts[i+3:]
+			break
+		}
 	}
-	// namespaces/<ns>/<resource>/... is namespaced; namespaces/<name>[/status] is the namespace itself.
-	if len(rest) >= 3 && rest[0] == "namespaces" {
+	// namespaces/<ns>/<resource>/... is namespaced; namespaces/<name>[/<subresource>] is the
+	// namespace itself.
+	if len(rest) >= 3 && rest[0] == "namespaces" && (len(rest) > 3 || (rest[2] != "status" && rest[2] != "finalize")) {
 		rest = rest[2:]
 	}
-	name, sub := "", ""
+	name := ""
 	switch len(rest) {
 	case 0:
 		resource = "-"
@@ -65,10 +72,8 @@ func KubeRequestKind(method string, u *url.URL) (verb, resource string) {
 	case 2:
 		resource, name = rest[0], rest[1]
 	default:
-		resource, name, sub = rest[0], rest[1], strings.Join(rest[2:], "/")
-	}
-	if sub != "" {
-		resource += "/" + sub
+		// One subresource segment: what follows it (a proxied path) would make labels unbounded.
+		resource, name = rest[0]+"/"+rest[2], rest[1]
 	}
 	switch method {
 	case http.MethodGet, http.MethodHead:

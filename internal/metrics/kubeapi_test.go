@@ -28,6 +28,11 @@ func TestKubeRequestKind(t *testing.T) {
 		{"GET", "/apis/cluster.x-k8s.io/v1beta2", "get", "-"},
 		{"GET", "/version", "get", "-"},
 		{"PUT", "/apis/coordination.k8s.io/v1/namespaces/caprf-system/leases/controller-leader-election-caprf", "update", "leases"},
+		{"PUT", "/api/v1/namespaces/rack/status", "update", "namespaces/status"},
+		{"PUT", "/api/v1/namespaces/rack/finalize", "update", "namespaces/finalize"},
+		{"GET", "/k8s/clusters/c-1/apis/infrastructure.cluster.x-k8s.io/v1alpha1/namespaces/rack/redfishhosts", "list", "redfishhosts"},
+		{"GET", "/api/v1/namespaces/rack/pods/p/proxy/some/deep/path", "get", "pods/proxy"},
+		{"GET", "/api/v1/namespaces/rack/secrets", "list", "secrets"},
 	} {
 		u, err := url.Parse(tc.path)
 		if err != nil {

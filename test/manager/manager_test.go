@@ -110,8 +110,9 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 			args[i] = "--metrics-bind-address=" + metricsAddr
 		}
 	}
+	profilerAddr := freeAddr(t)
 	args = append(args, "--health-probe-bind-address="+probeAddr, fmt.Sprintf("--webhook-port=%d", webhookPort),
-		"--webhook-cert-dir="+certDir, "--leader-election-namespace="+ns)
+		"--webhook-cert-dir="+certDir, "--leader-election-namespace="+ns, "--profiler-address="+profilerAddr)
 
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	g.Expect(env.WriteKubeconfig(kubeconfig, testenv.KubeconfigOptions{Impersonate: sa})).To(Succeed())
@@ -122,6 +123,9 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 		g.Eventually(func() (int, error) { return httpStatus("http://" + probeAddr + path) }, time.Minute, 200*time.Millisecond).
 			Should(Equal(http.StatusOK), "%s\n%s", path, logs)
 	}
+
+	t.Log("--profiler-address serves Go's pprof profiles")
+	g.Expect(httpStatus("http://" + profilerAddr + "/debug/pprof/")).To(Equal(http.StatusOK))
 
 	t.Log("a control-plane Machine runs on a simulated server, reconciled by the binary as its ServiceAccount")
 	fleet, err := simulator.StartFleet(simulator.FleetOptions{Servers: 1, NamePrefix: "mgr", Password: bmcPassword, PowerLatency: 50 * time.Millisecond,
@@ -179,6 +183,8 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 			args2[i] = "--health-probe-bind-address=" + freeAddr(t)
 		case strings.HasPrefix(a, "--webhook-port="):
 			args2[i] = fmt.Sprintf("--webhook-port=%d", freePort(t))
+		case strings.HasPrefix(a, "--profiler-address="):
+			args2[i] = "--profiler-address=" + freeAddr(t)
 		}
 	}
 	var standbyWebhookPort string

@@ -175,8 +175,10 @@ func requestor(m *expv1.RedfishMaintenance) string { return RequestorPrefix + m.
 
 // Reconcile advances one maintenance.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	// From the API server, not the cache: a round started right after the last one wrote would
+	// read the stage and Ready condition it replaced, and its patch would conflict.
 	m := &expv1.RedfishMaintenance{}
-	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
+	if err := r.APIReader.Get(ctx, req.NamespacedName, m); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	helper, err := patch.NewHelper(m, r.Client)
@@ -184,7 +186,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, err
 	}
 	defer func() {
-		if err := helper.Patch(ctx, m); err != nil {
+		// This controller alone sets the maintenance's conditions; a round that wrote its status
+		// already (the stage past the gate) changes Ready again, which is no conflict.
+		if err := helper.Patch(ctx, m, patch.WithOwnedConditions{Conditions: []string{infrav1.ReadyCondition, clusterv1.PausedCondition}}); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
 	}()
@@ -355,7 +359,9 @@ func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, hos
 		return retryOnConflict(err)
 	}
 	r.event(m, "Draining", "started within the budget; CAPI drains Machine %s", m.Status.Machine)
-	return r.drain(ctx, m, host, rm, machine)
+	// The next round drains, from the status just written: draining in this one would change what
+	// it wrote, and the deferred patch (based on the object read before) would conflict.
+	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 }
 
 // drain deletes the Machine on the host (CAPI cordons and drains the Node, honouring

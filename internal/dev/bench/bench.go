@@ -13,6 +13,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -58,8 +59,11 @@ type Options struct {
 	MaxSurge int
 	// Idle is how long the idle phase watches a settled fleet. Default 2m.
 	Idle time.Duration
+	// TaskTime is how long each maintenance's task takes once its host is held off (the
+	// technician's work). Default 10s.
+	TaskTime time.Duration
 	// The manager's flags: --concurrency, --kube-api-qps, --kube-api-burst,
-	// --bmc-check-interval. Defaults: the manager's own (50, 100, 200, 1m).
+	// --bmc-check-interval. Defaults: the manager's own (50, 200, 400, 1m).
 	Concurrency      int
 	QPS              float32
 	Burst            int
@@ -90,6 +94,7 @@ func (o Options) withDefaults() (Options, error) {
 	o.RequestLatency = orDefault(o.RequestLatency, 20*time.Millisecond)
 	o.EraseDuration = orDefault(o.EraseDuration, 250*time.Millisecond)
 	o.Idle = orDefault(o.Idle, 2*time.Minute)
+	o.TaskTime = orDefault(o.TaskTime, 10*time.Second)
 	o.BMCCheckInterval = orDefault(o.BMCCheckInterval, time.Minute)
 	if o.MaxSurge == 0 {
 		o.MaxSurge = max(1, o.Hosts/10)
@@ -98,7 +103,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Concurrency = 50
 	}
 	if o.QPS == 0 {
-		o.QPS, o.Burst = 100, max(o.Burst, 200)
+		o.QPS, o.Burst = 200, max(o.Burst, 400)
 	}
 	if o.Burst == 0 {
 		o.Burst = int(2 * o.QPS)
@@ -118,6 +123,13 @@ func (o Options) withDefaults() (Options, error) {
 	for name, d := range map[string]time.Duration{"power latency": o.PowerLatency, "boot time": o.BootTime, "request latency": o.RequestLatency, "idle": o.Idle} {
 		if d < 0 {
 			return o, fmt.Errorf("%s %s: must not be negative", name, d)
+		}
+	}
+	for _, a := range o.ManagerArgs {
+		for _, own := range []string{"--concurrency", "--kube-api-qps", "--kube-api-burst", "--bmc-check-interval", "--leader-elect", "--metrics-bind-address", "--seed-url"} {
+			if a == own || strings.HasPrefix(a, own+"=") {
+				return o, fmt.Errorf("--manager-args %s: set by the benchmark (use its own flag of that name, which the floors take into account)", a)
+			}
 		}
 	}
 	if o.MaxSurge < 1 || o.Concurrency < 1 || o.CAPIConcurrency < 1 {
@@ -235,7 +247,7 @@ func Run(ctx context.Context, o Options) (_ *Report, retErr error) {
 		return nil, errors.New("the benchmark's cache did not sync")
 	}
 
-	for _, phase := range []func(context.Context) error{r.register, r.provision, r.rollout, r.idle} {
+	for _, phase := range []func(context.Context) error{r.register, r.provision, r.rollout, r.idle, r.maintain} {
 		if err := phase(ctx); err != nil {
 			return r.report, err
 		}

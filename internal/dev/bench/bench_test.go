@@ -27,7 +27,7 @@ func TestBenchmarkSmallFleet(t *testing.T) {
 	var out bytes.Buffer
 	report, err := Run(t.Context(), Options{
 		Hosts: hosts, PowerLatency: 300 * time.Millisecond, BootTime: 500 * time.Millisecond, RequestLatency: 5 * time.Millisecond,
-		Idle: idle, BMCCheckInterval: check, Dir: dir, Out: &out,
+		Idle: idle, BMCCheckInterval: check, TaskTime: time.Second, Dir: dir, Out: &out,
 	})
 	if report != nil {
 		report.WriteTable(&out)
@@ -47,20 +47,36 @@ func TestBenchmarkSmallFleet(t *testing.T) {
 			t.Errorf("%s: floor %.2fs, CPU %.2fs, %v API requests, %d Redfish requests: a figure is missing", p.Name, p.FloorSeconds, p.CPUSeconds, p.KubeTotal, p.Redfish.Total)
 		}
 	}
-	if want := []string{"register", "provision", "rollout", "idle"}; !reflect.DeepEqual(names, want) {
+	if want := []string{"register", "provision", "rollout", "idle", "maintenance"}; !reflect.DeepEqual(names, want) {
 		t.Fatalf("phases %v, want %v", names, want)
 	}
-	provision, rollout, idlePhase := report.Phases[1], report.Phases[2], report.Phases[3]
+	provision, rollout, idlePhase, maint := report.Phases[1], report.Phases[2], report.Phases[3], report.Phases[4]
 	if provision.Split == nil || provision.Split.Machines != hosts+1 {
 		t.Errorf("provision split %+v, want %d machines (the workers and the control plane)", provision.Split, hosts+1)
 	}
 	if rollout.Split == nil || rollout.Split.Machines != hosts || rollout.Split.Deleted != hosts {
 		t.Errorf("rollout split %+v, want %d machines created and %d deleted", rollout.Split, hosts, hosts)
 	}
-	if s := rollout.Split; s != nil && s.Provider.Median < (300*time.Millisecond+500*time.Millisecond).Seconds() {
-		t.Errorf("a replacement's provider part took %.2fs, under the power-on and boot it includes", s.Provider.Median)
+	if s := rollout.Split; s != nil {
+		if s.Provider.Median < (300*time.Millisecond + 500*time.Millisecond).Seconds() {
+			t.Errorf("a replacement's provider part took %.2fs, under the power-on and boot it includes", s.Provider.Median)
+		}
+		// Woken, not polled: a machine notices its Node joining, and a machine being deleted its
+		// host's release, within seconds, not at their 30-s safety rechecks.
+		if s.NodeToRunning.Max > 10 {
+			t.Errorf("a Machine took up to %.1fs from its Node joining to Running: the Node's arrival did not wake its machine", s.NodeToRunning.Max)
+		}
+		if s.Deletion.Max > 20 {
+			t.Errorf("a Machine's deletion took up to %.1fs: its host's release did not wake the machine", s.Deletion.Max)
+		}
 	}
 
+	if mf := maint.Maintenance; mf == nil || mf.Hosts != hosts || mf.PeakInMaintenance < 1 || mf.PeakInMaintenance > mf.MaxUnavailable {
+		t.Errorf("maintenance %+v: want all %d hosts maintained, never more than maxUnavailable at once", mf, hosts)
+	}
+	if s := maint.Split; s == nil || s.Deleted != hosts || s.Machines != hosts {
+		t.Errorf("maintenance split %+v: want each of the %d maintained hosts' Machines replaced", s, hosts)
+	}
 	if i := idlePhase.Idle; i == nil || i.APIWritesPerMinute != 0 {
 		t.Errorf("an idle manager wrote to the API server: %+v (%v)", i, idlePhase.KubeRequests)
 	}

@@ -84,9 +84,20 @@ type Phase struct {
 	RSSBytes       float64      `json:"rssBytes"`
 	HeapInuseBytes float64      `json:"heapInuseBytes"`
 	Idle           *IdleFigures `json:"idle,omitempty"`
+	// Maintenance describes the maintenance rollout.
+	Maintenance *MaintenanceFigures `json:"maintenance,omitempty"`
 
 	start, end time.Time
 	perServer  []int
+}
+
+// MaintenanceFigures describe the maintenance rollout.
+type MaintenanceFigures struct {
+	Hosts          int     `json:"hosts"`
+	MaxUnavailable int     `json:"maxUnavailable"`
+	TaskSeconds    float64 `json:"taskSeconds"`
+	// PeakInMaintenance is the most maintenances seen draining or in maintenance at once.
+	PeakInMaintenance int `json:"peakInMaintenance"`
 }
 
 // IdleFigures are the idle phase's rates.
@@ -112,7 +123,7 @@ func (r *Report) WriteTable(w io.Writer) {
 	o := r.Options
 	fmt.Fprintf(w, "\nN = %d hosts (%d servers: + maxSurge %d + 1 control plane); P = %gs power, B = %gs OS boot, R = %gs per Redfish request, E = %gs erase\n",
 		o.Hosts, o.Servers, o.MaxSurge, o.PowerLatencySeconds, o.BootTimeSeconds, o.RequestLatencySeconds, o.EraseSeconds)
-	fmt.Fprintf(w, "manager: --concurrency %d --kube-api-qps %g --kube-api-burst %d --bmc-check-interval %s %s; CAPI: concurrency %d, %g QPS\n\n",
+	fmt.Fprintf(w, "manager: --concurrency %d --kube-api-qps %g --kube-api-burst %d --bmc-check-interval %s --leader-elect=false %s; CAPI: concurrency %d, %g QPS\n\n",
 		o.Concurrency, o.QPS, o.Burst, o.BMCCheckInterval, strings.Join(o.ManagerArgs, " "), o.CAPIConcurrency, o.CAPIQPS)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -142,7 +153,7 @@ func (r *Report) WriteTable(w io.Writer) {
 				{"  wait for a host (Machine created → host claimed)", s.WaitForHost},
 				{"  provider: host claimed → Node registered", s.Provider},
 				{"    of which over P+B (the provider's own time)", s.ProviderOverhead},
-				{"    host claimed → server powered on", s.BootIssued},
+				{"    host claimed → server powered on", s.PoweredOn},
 				{"  CAPI: Node registered → Machine Running", s.NodeToRunning},
 				{fmt.Sprintf("  old Machine deletion requested → gone (%d)", s.Deleted), s.Deletion},
 			} {
@@ -165,6 +176,10 @@ func (r *Report) WriteTable(w io.Writer) {
 				parts = append(parts, fmt.Sprintf("%s %.0f", k, p.KubeRequests[k]))
 			}
 			fmt.Fprintf(w, "  %s API requests by verb and resource: %s\n", p.Name, strings.Join(parts, ", "))
+		}
+		if mf := p.Maintenance; mf != nil {
+			fmt.Fprintf(w, "  maintenance: %d hosts, maxUnavailable %d, task %gs; at most %d draining or in maintenance at once\n",
+				mf.Hosts, mf.MaxUnavailable, mf.TaskSeconds, mf.PeakInMaintenance)
 		}
 		if i := p.Idle; i != nil {
 			fmt.Fprintf(w, "  idle: %.1f API writes/min, %.1f API requests/min; %.2f Redfish requests per host per minute (max %.2f) at %.2f resyncs per host per minute (--bmc-check-interval %gs)\n",

@@ -149,8 +149,8 @@ type split struct {
 	Provider stat `json:"provider"`
 	// ProviderOverhead: Provider minus the simulated power-on latency and OS boot time.
 	ProviderOverhead stat `json:"providerOverhead"`
-	// BootIssued: host claimed → the server finished powering on (boot started).
-	BootIssued stat `json:"bootIssued"`
+	// PoweredOn: host claimed → the server finished powering on (its boot started).
+	PoweredOn stat `json:"poweredOn"`
 	// NodeToRunning: Node registered → Machine Running (CAPI's Machine controller and ClusterCache).
 	NodeToRunning stat `json:"nodeToRunning"`
 	// Deleted counts the Machines deleted in the window; Deletion is deletion requested → Machine
@@ -201,5 +201,5 @@ func (t *timeline) split(from, to time.Time, floorPerMachine time.Duration) spli
 		run = append(run, m.running.Sub(m.node))
 	}
 	return split{Machines: n, Created: summarize(created), WaitForHost: summarize(wait), Provider: summarize(prov), ProviderOverhead: summarize(over),
-		BootIssued: summarize(boot), NodeToRunning: summarize(run), Deleted: len(del), Deletion: summarize(del)}
+		PoweredOn: summarize(boot), NodeToRunning: summarize(run), Deleted: len(del), Deletion: summarize(del)}
 }
