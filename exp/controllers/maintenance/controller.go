@@ -175,10 +175,8 @@ func requestor(m *expv1.RedfishMaintenance) string { return RequestorPrefix + m.
 
 // Reconcile advances one maintenance.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
-	// From the API server, not the cache: a round started right after the last one wrote would
-	// read the stage and Ready condition it replaced, and its patch would conflict.
 	m := &expv1.RedfishMaintenance{}
-	if err := r.APIReader.Get(ctx, req.NamespacedName, m); err != nil {
+	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	helper, err := patch.NewHelper(m, r.Client)
@@ -186,8 +184,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, err
 	}
 	defer func() {
-		// This controller alone sets the maintenance's conditions; a round that wrote its status
-		// already (the stage past the gate) changes Ready again, which is no conflict.
+		// This controller alone sets the maintenance's conditions: a round that read the
+		// maintenance from a cache a moment behind its own last write is no conflict.
 		if err := helper.Patch(ctx, m, patch.WithOwnedConditions{Conditions: []string{infrav1.ReadyCondition, clusterv1.PausedCondition}}); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
