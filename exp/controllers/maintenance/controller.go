@@ -358,8 +358,9 @@ func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, hos
 	}
 	r.event(m, "Draining", "started within the budget; CAPI drains Machine %s", m.Status.Machine)
 	// The next round drains, from the status just written: draining in this one would change what
-	// it wrote, and the deferred patch (based on the object read before) would conflict.
-	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	// it wrote, and the deferred patch (based on the object read before) would conflict. That
+	// write wakes the next round once the cache has it; the timer is only a safety net.
+	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 }
 
 // drain deletes the Machine on the host (CAPI cordons and drains the Node, honouring
