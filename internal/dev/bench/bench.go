@@ -249,6 +249,7 @@ func Run(ctx context.Context, o Options) (_ *Report, retErr error) {
 
 	for _, phase := range []func(context.Context) error{r.register, r.provision, r.rollout, r.idle, r.maintain} {
 		if err := phase(ctx); err != nil {
+			r.finish() // what spans the run, for the phases that completed
 			return r.report, err
 		}
 		if errs := simOS.Errors(); len(errs) > 0 {
