@@ -280,7 +280,7 @@ func (r *Reconciler) advance(ctx context.Context, m *expv1.RedfishMaintenance, h
 		r.waiting(m, WaitingForApprovalReason, "Waiting for the owner of Machine %s to approve on RedfishMachine %s (spec.maintenanceApprovals: name %s, uid %s)", m.Status.Machine, rm.Name, m.Name, m.UID)
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	case expv1.StageApproved:
-		return r.start(ctx, m, host, rm, machine)
+		return r.start(ctx, m, host, machine)
 	case expv1.StageDraining:
 		return r.drain(ctx, m, host, rm, machine)
 	case expv1.StageInMaintenance:
@@ -317,7 +317,7 @@ func (r *Reconciler) approve(m *expv1.RedfishMaintenance, by, format string, arg
 }
 
 // start passes the gate (windows, budget, rollouts) and has CAPI drain the Machine.
-func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, rm *infrav1.RedfishMachine, machine *clusterv1.Machine) (ctrl.Result, error) {
+func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, machine *clusterv1.Machine) (ctrl.Result, error) {
 	if machine != nil && machine.DeletionTimestamp.IsZero() && m.Spec.Policy != expv1.Enforced {
 		if md, rolling, err := r.rollingOut(ctx, machine); err != nil {
 			return ctrl.Result{}, err
