@@ -21,7 +21,9 @@ var _ = Describe("A BMC whose sessions are used up", Label("session-limit"), fun
 		})
 		server := b.fleet.Servers[0]
 		Eventually(func(g Gomega) {
-			h := b.hosts()[0]
+			hosts := b.hosts() // the cache may not have the host created a moment ago
+			g.Expect(hosts).To(HaveLen(1))
+			h := hosts[0]
 			c := findCondition(h.Status.Conditions, infrav1.BMCReachableCondition)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
