@@ -104,6 +104,11 @@ bench: ## Fleet-size benchmark: N hosts (default 1000) through register, provisi
 	@go build -o $(TOOLS_BIN)/caprf-bench ./cmd/caprf-bench
 	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" $(TOOLS_BIN)/caprf-bench -json bench.json $(BENCH_FLAGS)
 
+.PHONY: bench-jobs
+bench-jobs: ## RedfishJob benchmark: 200 power-cycle jobs on 200 hosts at 1 s power latency, at the default concurrency and at 10 (BENCH_FLAGS as for bench; docs/performance.md).
+	@go build -o $(TOOLS_BIN)/caprf-bench ./cmd/caprf-bench
+	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" $(TOOLS_BIN)/caprf-bench -jobs 200 -json bench-jobs.json $(BENCH_FLAGS)
+
 ##@ Release
 
 VERSION ?= v0.1.0

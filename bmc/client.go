@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/stmcginnis/gofish"
@@ -32,6 +33,9 @@ type Client interface {
 	// the requested state, and it is never resent by a retry. ErrConflict means a transition is
 	// in progress.
 	Reset(ctx context.Context, t ResetType) error
+	// ResetFrom is Reset for a caller that has just read the power state (observed): one request
+	// instead of two once the system's reset target is known.
+	ResetFrom(ctx context.Context, t ResetType, observed PowerState) error
 	// SetBootOverride sets the boot source for the next boot (or every boot).
 	SetBootOverride(ctx context.Context, o BootOverride) error
 	// InsertMedia inserts image into the virtual CD and, when seed is set, seed (a per-claim
@@ -143,6 +147,8 @@ type client struct {
 	tr         *transport
 	systemPath string
 	opts       Options
+	// resetTarget is the system's ComputerSystem.Reset target, from its last read (see ResetFrom).
+	resetTarget atomic.Pointer[string]
 }
 
 // Connect creates a client: it reads the service root and, when the address names no system,
@@ -248,6 +254,8 @@ func (c *client) system(ctx context.Context) (*schemas.ComputerSystem, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading system %s: %w", c.systemPath, classify(err))
 	}
+	target := actionTarget(sys.RawData, "#ComputerSystem.Reset", sys.ODataID)
+	c.resetTarget.Store(&target)
 	return sys, nil
 }
 

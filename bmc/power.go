@@ -50,11 +50,30 @@ func (c *client) Reset(ctx context.Context, t ResetType) error {
 	if alreadyThere(PowerState(sys.PowerState), t) {
 		return nil
 	}
-	target := actionTarget(sys.RawData, "#ComputerSystem.Reset", sys.ODataID)
+	return c.postReset(ctx, actionTarget(sys.RawData, "#ComputerSystem.Reset", sys.ODataID), t)
+}
+
+func (c *client) postReset(ctx context.Context, target string, t ResetType) error {
 	if err := c.send(ctx, http.MethodPost, target, map[string]any{"ResetType": t}); err != nil {
 		return fmt.Errorf("%s reset of %s: %w", t, c.systemPath, err)
 	}
 	return nil
+}
+
+// ResetFrom sends t to a system whose power state the caller has just read (observed): the system
+// is not read again when an earlier read gave its reset target. The same rules as Reset apply: t
+// is not sent when observed says the system is already there or on its way.
+func (c *client) ResetFrom(ctx context.Context, t ResetType, observed PowerState) error {
+	target := c.resetTarget.Load()
+	if target == nil {
+		return c.Reset(ctx, t)
+	}
+	if alreadyThere(observed, t) {
+		return nil
+	}
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	return c.postReset(ctx, *target, t)
 }
 
 // alreadyThere says whether sending t would repeat a transition the system already made or is

@@ -58,3 +58,17 @@ func Redact(s string) string {
 	s = queryCredential.ReplaceAllString(s, "${1}REDACTED")
 	return urlUserinfo.ReplaceAllString(s, "${1}REDACTED@")
 }
+
+// IsBadRequest says whether the BMC refused a request as invalid or unsupported (HTTP 400, 405 or
+// 501): sending it again changes nothing.
+func IsBadRequest(err error) bool {
+	var re *schemas.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	switch re.HTTPReturnedStatusCode {
+	case http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		return true
+	}
+	return false
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
 	"github.com/caprf/cluster-api-provider-redfish/controllers/cluster"
 	"github.com/caprf/cluster-api-provider-redfish/controllers/host"
+	"github.com/caprf/cluster-api-provider-redfish/controllers/job"
 	"github.com/caprf/cluster-api-provider-redfish/controllers/machine"
 	"github.com/caprf/cluster-api-provider-redfish/controllers/remediation"
 	"github.com/caprf/cluster-api-provider-redfish/exp/controllers/maintenance"
@@ -54,6 +55,8 @@ type Options struct {
 //
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishhosts;redfishmachines;redfishclusters;redfishremediations,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishremediations/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishjobs,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishjobs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmaintenances;redfishmaintenancepolicies,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmaintenances,verbs=delete
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmaintenances/status;redfishmaintenancepolicies/status,verbs=get;update;patch
@@ -88,11 +91,18 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := mgr.Add(secretVersions); err != nil {
 		return err
 	}
-	if err := (&host.Reconciler{
+	hosts := &host.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), SecretVersions: secretVersions, BMCs: host.FromPool(pool), SeedBaseURL: opts.SeedBaseURL,
 		Recorder: mgr.GetEventRecorder("redfishhost-controller"), PollInterval: opts.PollInterval,
 		RetryInterval: opts.BMCRetryInterval, CheckInterval: opts.BMCCheckInterval, OrphanGracePeriod: opts.OrphanGracePeriod,
 		RestoreGracePeriod: opts.RestoreGracePeriod,
+	}
+	if err := hosts.SetupWithManager(ctx, mgr, opts.Controller); err != nil {
+		return err
+	}
+	if err := (&job.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Connect: hosts.Connect, PollInterval: opts.PollInterval,
+		Recorder: mgr.GetEventRecorder("redfishjob-controller"),
 	}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 		return err
 	}

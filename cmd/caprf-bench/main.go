@@ -44,6 +44,7 @@ func run() error {
 	fs.StringVar(&managerArgs, "manager-args", "", "More flags for the manager, separated by spaces.")
 	fs.IntVar(&o.CAPIConcurrency, "capi-concurrency", 0, "Concurrency of each CAPI core controller (default 50).")
 	fs.Float64Var(&capiQPS, "capi-qps", 0, "QPS of the CAPI core controllers (default 100, burst twice that).")
+	fs.IntVar(&o.Jobs, "jobs", 0, "Run the RedfishJob benchmark instead: this many hosts, one power-cycle job each, at the manager's concurrency and at 10 (make bench-jobs: 200).")
 	fs.StringVar(&o.Dir, "dir", "", "Folder for the manager's binary and log and the kubeconfig (default: a temporary folder, removed).")
 	fs.StringVar(&jsonOut, "json", "", "Write the figures as JSON to this file.")
 	flag.Parse()

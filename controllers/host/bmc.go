@@ -11,6 +11,7 @@ import (
 type BMC interface {
 	PowerState(ctx context.Context) (bmc.PowerState, error)
 	Reset(ctx context.Context, t bmc.ResetType) error
+	ResetFrom(ctx context.Context, t bmc.ResetType, observed bmc.PowerState) error
 	Inventory(ctx context.Context) (*infrav1.Inventory, error)
 	SetBootOverride(ctx context.Context, o bmc.BootOverride) error
 	InsertMedia(ctx context.Context, image, seed string) error

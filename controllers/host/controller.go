@@ -41,6 +41,7 @@ import (
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
 	"github.com/caprf/cluster-api-provider-redfish/internal/claim"
+	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
 	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
 )
 
@@ -50,7 +51,8 @@ const Finalizer = "redfishhost.infrastructure.cluster.x-k8s.io"
 // Reconciler reconciles RedfishHosts.
 type Reconciler struct {
 	Client client.Client
-	// APIReader reads Secrets (credentials, CA bundles, seeds), which the manager does not cache.
+	// APIReader reads Secrets (credentials, CA bundles, seeds), which the manager does not cache,
+	// and hosts the cache has not caught up with.
 	APIReader client.Reader
 	// SecretVersions reads Secrets' metadata (resourceVersion) from a watch: credentials and CA
 	// bundles are read from the API server again only when their version changed. Nil: they are
@@ -86,6 +88,9 @@ type Reconciler struct {
 	// missingRequestors remembers, per host, since when each remediation holding a reboot request
 	// on it has been missing (types.NamespacedName -> map[requestor]time.Time).
 	missingRequestors sync.Map
+
+	// fresh tells whether the cache has this controller's last write of a host (see read).
+	fresh *fresh.Reads
 }
 
 // maxTransitionBackoff bounds the wait between reads of a power state in transition, and of an
@@ -125,6 +130,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.RedfishMachine{}, ProviderIDHostIndex, indexProviderIDHost); err != nil {
 		return err
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.RedfishJob{}, JobHostIndex, IndexJobHost); err != nil {
+		return err
+	}
+	r.fresh = &fresh.Reads{Kind: infrav1.GroupVersion.WithKind("RedfishHost")}
+	r.Client = r.fresh.Client(r.Client)
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&infrav1.RedfishHost{}).
 		Named("redfishhost").
@@ -141,7 +151,34 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 			},
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		})).
+		// A RedfishJob that ends (or goes) wakes its host, which then restores the power it
+		// wants: only a host that wants a power state (a job's start needs no host round).
+		Watches(&infrav1.RedfishJob{}, handler.EnqueueRequestsFromMapFunc(r.jobToHost), builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(event.CreateEvent) bool { return false },
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				before, ok1 := e.ObjectOld.(*infrav1.RedfishJob)
+				after, ok2 := e.ObjectNew.(*infrav1.RedfishJob)
+				return !ok1 || !ok2 || before.Finished() != after.Finished()
+			},
+			GenericFunc: func(event.GenericEvent) bool { return false },
+		})).
 		Complete(r)
+}
+
+func (r *Reconciler) jobToHost(ctx context.Context, o client.Object) []reconcile.Request {
+	j, ok := o.(*infrav1.RedfishJob)
+	if !ok {
+		return nil
+	}
+	key := types.NamespacedName{Namespace: j.Namespace, Name: j.Spec.HostName}
+	h := &infrav1.RedfishHost{}
+	if err := r.Client.Get(ctx, key, h); err != nil {
+		return nil
+	}
+	if h.Spec.Online == nil && h.Status.Claim == nil && len(h.Spec.RebootRequests) == 0 {
+		return nil // nothing to restore
+	}
+	return []reconcile.Request{{NamespacedName: key}}
 }
 
 // ProviderIDHostIndex indexes RedfishMachines by the host their spec.providerID names.
@@ -182,14 +219,15 @@ type scope struct {
 
 // Reconcile moves one host through its state machine.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
-	// Read the host from the API server, not the cache: every state handler may act on the BMC
-	// (power off, boot, erase), and a stale copy would repeat an action the last round recorded.
-	host := &infrav1.RedfishHost{}
-	if err := r.APIReader.Get(ctx, req.NamespacedName, host); err != nil {
+	host, err := r.read(ctx, req.NamespacedName)
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			r.transitions.Delete(req.NamespacedName)
 			r.lastReset.Delete(req.NamespacedName)
 			r.missingRequestors.Delete(req.NamespacedName)
+			if r.fresh != nil {
+				r.fresh.Forget(req.NamespacedName)
+			}
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -241,6 +279,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		res.RequeueAfter = due
 	}
 	return res, err
+}
+
+// read returns the host as this controller last left it, or newer: every state handler may act on
+// the BMC (power off, boot, erase), and a copy older than the last round's write would repeat an
+// action that round recorded (see internal/fresh). Without the recording client SetupWithManager
+// installs (unit tests), every read goes to the API server.
+func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (*infrav1.RedfishHost, error) {
+	host := &infrav1.RedfishHost{}
+	if r.fresh == nil {
+		return host, r.APIReader.Get(ctx, key, host)
+	}
+	return host, r.fresh.Get(ctx, r.Client, r.APIReader, key, host)
 }
 
 // orphanDue says how soon the grace period of the host's first missing reboot requestor ends.
@@ -467,6 +517,45 @@ func (r *Reconciler) secrets() *secretReader {
 	return r.secretRead
 }
 
+// target is the host's BMC address with its credentials (and CA bundle); on error, the reason
+// for the BMCReachable condition.
+func (r *Reconciler) target(ctx context.Context, h *infrav1.RedfishHost) (bmc.Target, string, error) {
+	if _, err := bmc.ParseAddress(h.Spec.BMC.Address); err != nil {
+		return bmc.Target{}, infrav1.BMCAddressInvalidReason, err
+	}
+	creds, err := r.secrets().get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: h.Spec.BMC.CredentialsName})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			err = fmt.Errorf("credentials Secret %s not found", h.Spec.BMC.CredentialsName)
+		}
+		return bmc.Target{}, infrav1.CredentialsMissingReason, err
+	}
+	user, pass := creds["username"], creds["password"]
+	if len(user) == 0 || len(pass) == 0 {
+		return bmc.Target{}, infrav1.CredentialsMissingReason, fmt.Errorf("credentials Secret %s needs non-empty keys \"username\" and \"password\"", h.Spec.BMC.CredentialsName)
+	}
+	t := bmc.Target{Address: h.Spec.BMC.Address, Username: string(user), Password: string(pass), InsecureSkipVerify: h.Spec.BMC.InsecureSkipVerify,
+		BasicAuth: h.Spec.BMC.AuthMethod == infrav1.BMCAuthBasic}
+	if name := h.Spec.BMC.CABundleName; name != "" {
+		ca, err := r.secrets().get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: name})
+		if err != nil {
+			return bmc.Target{}, infrav1.CredentialsMissingReason, fmt.Errorf("CA bundle Secret %s: %w", name, err)
+		}
+		t.CABundle = ca["ca.crt"]
+	}
+	return t, "", nil
+}
+
+// Connect returns the host's pooled BMC client, the one this controller uses (one session per
+// BMC, credentials read once per Secret version), for other controllers that act on the BMC.
+func (r *Reconciler) Connect(ctx context.Context, h *infrav1.RedfishHost) (BMC, error) {
+	t, _, err := r.target(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	return r.BMCs.Get(ctx, t)
+}
+
 // connect returns the pooled BMC client of the host, reading its credentials (and CA bundle).
 // Failures are reported in the BMCReachable condition and returned.
 func (r *Reconciler) connect(ctx context.Context, s *scope) error {
@@ -475,28 +564,9 @@ func (r *Reconciler) connect(ctx context.Context, s *scope) error {
 		conditions.Set(h, metav1.Condition{Type: infrav1.BMCReachableCondition, Status: metav1.ConditionFalse, Reason: reason, Message: err.Error()})
 		return err
 	}
-	if _, err := bmc.ParseAddress(h.Spec.BMC.Address); err != nil {
-		return fail(infrav1.BMCAddressInvalidReason, err)
-	}
-	creds, err := r.secrets().get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: h.Spec.BMC.CredentialsName})
+	t, reason, err := r.target(ctx, h)
 	if err != nil {
-		if apierrors.IsNotFound(err) {
-			err = fmt.Errorf("credentials Secret %s not found", h.Spec.BMC.CredentialsName)
-		}
-		return fail(infrav1.CredentialsMissingReason, err)
-	}
-	user, pass := creds["username"], creds["password"]
-	if len(user) == 0 || len(pass) == 0 {
-		return fail(infrav1.CredentialsMissingReason, fmt.Errorf("credentials Secret %s needs non-empty keys \"username\" and \"password\"", h.Spec.BMC.CredentialsName))
-	}
-	t := bmc.Target{Address: h.Spec.BMC.Address, Username: string(user), Password: string(pass), InsecureSkipVerify: h.Spec.BMC.InsecureSkipVerify,
-		BasicAuth: h.Spec.BMC.AuthMethod == infrav1.BMCAuthBasic}
-	if name := h.Spec.BMC.CABundleName; name != "" {
-		ca, err := r.secrets().get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: name})
-		if err != nil {
-			return fail(infrav1.CredentialsMissingReason, fmt.Errorf("CA bundle Secret %s: %w", name, err))
-		}
-		t.CABundle = ca["ca.crt"]
+		return fail(reason, err)
 	}
 	// The power state read is the reachability check, and the only one a handler needs this round.
 	c, err := r.BMCs.Get(ctx, t)

@@ -251,6 +251,9 @@ func (r *Reconciler) keepPower(ctx context.Context, s *scope, want *bool) error 
 	if want == nil {
 		return nil
 	}
+	if running, err := r.jobRunning(ctx, s.host); err != nil || running {
+		return err
+	}
 	switch {
 	case *want && ps == bmc.PowerOff:
 		r.event(h, "PowerOn", "Power", "powering on")

@@ -45,6 +45,9 @@ func (f *fakeBMC) call(method, arg string) error {
 
 func (f *fakeBMC) PowerState(context.Context) (bmc.PowerState, error) { return f.power, nil }
 func (f *fakeBMC) Reset(_ context.Context, t bmc.ResetType) error     { return f.call("Reset", string(t)) }
+func (f *fakeBMC) ResetFrom(ctx context.Context, t bmc.ResetType, _ bmc.PowerState) error {
+	return f.Reset(ctx, t)
+}
 func (f *fakeBMC) Inventory(context.Context) (*infrav1.Inventory, error) {
 	return &infrav1.Inventory{Manufacturer: "Sim", CPUCores: 8}, f.call("Inventory", "")
 }
@@ -528,7 +531,7 @@ func newFakeClient(t *testing.T, h *infrav1.RedfishHost, mutateRM func(*infrav1.
 		&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1"}},
 	}
 	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&infrav1.RedfishHost{}).
-		WithIndex(&infrav1.RedfishMachine{}, ProviderIDHostIndex, indexProviderIDHost).Build()
+		WithIndex(&infrav1.RedfishMachine{}, ProviderIDHostIndex, indexProviderIDHost).WithIndex(&infrav1.RedfishJob{}, JobHostIndex, IndexJobHost).Build()
 }
 
 // A machine that claimed an Available host while the host controller was restoring another

@@ -144,6 +144,10 @@ func (r *Reconciler) candidates(ctx context.Context, s *scope, hosts []infrav1.R
 	if err != nil {
 		return nil, "", err
 	}
+	jobs, err := r.hostsWithJobs(ctx, s.rm.Namespace)
+	if err != nil {
+		return nil, "", err
+	}
 	var reserved, free []*infrav1.RedfishHost
 	releasing, comingBack := false, ""
 	for i := range hosts {
@@ -161,8 +165,8 @@ func (r *Reconciler) candidates(ctx context.Context, s *scope, hosts []infrav1.R
 			releasing = true
 		}
 		if h.Status.State != infrav1.HostStateAvailable || h.Status.Claim != nil || h.Spec.Cordon != nil || !h.DeletionTimestamp.IsZero() || annotations.HasPaused(h) ||
-			len(h.Spec.RebootRequests) > 0 || h.Spec.ServiceBoot != nil || h.Status.ServiceBoot != nil {
-			continue // a paused host, one whose power a reboot request holds off, or one running a service image would not boot for the claim
+			len(h.Spec.RebootRequests) > 0 || h.Spec.ServiceBoot != nil || h.Status.ServiceBoot != nil || jobs[h.Name] {
+			continue // a paused host, one whose power a reboot request holds off, one running a service image or with a RedfishJob to run would not boot for the claim
 		}
 		if !sel.Matches(labels.Set(h.Labels)) || (fd != "" && h.Labels[fdLabel] != fd) {
 			continue
@@ -279,6 +283,26 @@ func (r *Reconciler) failureDomainLabel(ctx context.Context, cluster *clusterv1.
 		return rc.Spec.FailureDomainLabel
 	}
 	return infrav1.FailureDomainLabel
+}
+
+// hostsWithJobs names the hosts of the namespace with a RedfishJob not finished (running or
+// waiting): a claim would fight the job over the host's power. Read from the API server, like the
+// maintenances: a job created a moment ago wins over the claim.
+func (r *Reconciler) hostsWithJobs(ctx context.Context, namespace string) (map[string]bool, error) {
+	list := &infrav1.RedfishJobList{}
+	if err := r.APIReader.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("listing jobs: %w", err)
+	}
+	out := map[string]bool{}
+	for _, j := range list.Items {
+		if !j.Finished() {
+			out[j.Spec.HostName] = true
+		}
+	}
+	return out, nil
 }
 
 // heldBy is the maintenance that holds a host.

@@ -318,12 +318,17 @@ func (r *Reconciler) approve(m *expv1.RedfishMaintenance, by, format string, arg
 
 // start passes the gate (windows, budget, rollouts) and has CAPI drain the Machine.
 func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, machine *clusterv1.Machine) (ctrl.Result, error) {
+	// Each check below reads the cache, and a pass is confirmed from the API server: a
+	// maintenance waiting for a rollout or the budget costs the API server nothing, and one that
+	// passes cannot have missed a rollout or a maintenance the cache has not seen yet.
 	if machine != nil && machine.DeletionTimestamp.IsZero() && m.Spec.Policy != expv1.Enforced {
-		if md, rolling, err := r.rollingOut(ctx, machine); err != nil {
-			return ctrl.Result{}, err
-		} else if rolling {
-			r.waiting(m, RolloutInProgressReason, "MachineDeployment %s is rolling out; an OwnerApproval maintenance waits until it is done", md)
-			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		for _, reader := range []client.Reader{r.Client, r.APIReader} {
+			if md, rolling, err := r.rollingOut(ctx, reader, machine); err != nil {
+				return ctrl.Result{}, err
+			} else if rolling {
+				r.waiting(m, RolloutInProgressReason, "MachineDeployment %s is rolling out; an OwnerApproval maintenance waits until it is done", md)
+				return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+			}
 		}
 	}
 	if machine != nil && m.Spec.Mode == expv1.Reuse && isControlPlane(machine) {
@@ -338,13 +343,15 @@ func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, hos
 	}
 	r.gate.Lock()
 	defer r.gate.Unlock()
-	ok, reason, msg, after, err := r.gateOpen(ctx, m, host, machine)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if !ok {
-		r.waiting(m, reason, "%s", msg)
-		return ctrl.Result{RequeueAfter: after}, nil
+	for _, reader := range []client.Reader{r.Client, r.APIReader} {
+		ok, reason, msg, after, err := r.gateOpen(ctx, reader, m, host, machine)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !ok {
+			r.waiting(m, reason, "%s", msg)
+			return ctrl.Result{RequeueAfter: after}, nil
+		}
 	}
 	// Past the gate: recorded before anything is deleted, and written now (not at the end of the
 	// reconcile) so the next gate decision counts this host.

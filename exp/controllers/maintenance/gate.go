@@ -220,14 +220,15 @@ func (b budget) allows(alreadyUnavailable, alreadyInMaintenance bool) (bool, str
 
 // rollingOut says whether the Machine's MachineDeployment is mid-rollout: its controller has not
 // caught up with its spec yet, it reports RollingOut, or not every replica is up to date.
-// Read from the API server: a rollout that just began must not be missed.
-func (r *Reconciler) rollingOut(ctx context.Context, machine *clusterv1.Machine) (string, bool, error) {
+// The caller reads it from the cache first and confirms a "no" from the API server: a rollout
+// that just began must not be missed.
+func (r *Reconciler) rollingOut(ctx context.Context, reader client.Reader, machine *clusterv1.Machine) (string, bool, error) {
 	name := machine.Labels[clusterv1.MachineDeploymentNameLabel]
 	if name == "" {
 		return "", false, nil
 	}
 	md := &clusterv1.MachineDeployment{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: machine.Namespace, Name: name}, md); err != nil {
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: machine.Namespace, Name: name}, md); err != nil {
 		return name, false, client.IgnoreNotFound(err)
 	}
 	if md.Status.ObservedGeneration < md.Generation || conditions.IsTrue(md, clusterv1.MachineDeploymentRollingOutCondition) {
@@ -237,7 +238,7 @@ func (r *Reconciler) rollingOut(ctx context.Context, machine *clusterv1.Machine)
 	// its new MachineSet exists: a MachineSet for the current template is missing, or another
 	// one still has replicas.
 	sets := &clusterv1.MachineSetList{}
-	if err := r.APIReader.List(ctx, sets, client.InNamespace(md.Namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: name}); err != nil {
+	if err := reader.List(ctx, sets, client.InNamespace(md.Namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: name}); err != nil {
 		return name, false, err
 	}
 	current, others := false, false
@@ -268,14 +269,15 @@ func (r *Reconciler) rollingOut(ctx context.Context, machine *clusterv1.Machine)
 }
 
 // gateOpen checks every policy selecting the host: a window open, room in the budget, and no
-// higher-ranked maintenance waiting for the same budget. Read from the API server: the cache
-// could miss a maintenance that just started.
-func (r *Reconciler) gateOpen(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, machine *clusterv1.Machine) (bool, string, string, time.Duration, error) {
+// higher-ranked maintenance waiting for the same budget. The caller reads it from the cache first
+// and confirms an open gate from the API server: the cache could miss a maintenance that just
+// started.
+func (r *Reconciler) gateOpen(ctx context.Context, reader client.Reader, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, machine *clusterv1.Machine) (bool, string, string, time.Duration, error) {
 	policies := &expv1.RedfishMaintenancePolicyList{}
-	if err := r.APIReader.List(ctx, policies, client.InNamespace(m.Namespace)); err != nil {
+	if err := reader.List(ctx, policies, client.InNamespace(m.Namespace)); err != nil {
 		return false, "", "", 0, err
 	}
-	f, err := listFleet(ctx, r.APIReader, m.Namespace, policies.Items)
+	f, err := listFleet(ctx, reader, m.Namespace, policies.Items)
 	if err != nil {
 		return false, "", "", 0, err
 	}
@@ -320,7 +322,7 @@ func (r *Reconciler) gateOpen(ctx context.Context, m *expv1.RedfishMaintenance, 
 			}
 		}
 	}
-	return r.machineDeploymentAllows(ctx, m, machine, f.ms, limit)
+	return r.machineDeploymentAllows(ctx, reader, m, machine, f.ms, limit)
 }
 
 // governed says whether a policy selects the host.
@@ -336,8 +338,8 @@ func (r *Reconciler) governed(policies []expv1.RedfishMaintenancePolicy, f fleet
 // machineDeploymentAllows keeps the cluster whole: taking the Machine must not leave its
 // MachineDeployment with more replicas unavailable than the budget allows (the strictest policy's
 // maxUnavailable, 1 without a policy). Unavailable: replicas without a Running Machine with a Node,
-// or the maintenances of its Machines still draining or under way, whichever is more.
-func (r *Reconciler) machineDeploymentAllows(ctx context.Context, m *expv1.RedfishMaintenance, machine *clusterv1.Machine, ms []expv1.RedfishMaintenance, limit int) (bool, string, string, time.Duration, error) {
+// plus the Running Machines that other maintenances past the gate are about to delete.
+func (r *Reconciler) machineDeploymentAllows(ctx context.Context, reader client.Reader, m *expv1.RedfishMaintenance, machine *clusterv1.Machine, ms []expv1.RedfishMaintenance, limit int) (bool, string, string, time.Duration, error) {
 	if machine == nil || !machine.DeletionTimestamp.IsZero() || string(machine.UID) != m.Status.MachineUID {
 		return true, "", "", 0, nil
 	}
@@ -349,7 +351,7 @@ func (r *Reconciler) machineDeploymentAllows(ctx context.Context, m *expv1.Redfi
 		name, limit = "the control plane of "+machine.Spec.ClusterName, 1
 	} else if md := m.Status.MachineDeployment; md != "" {
 		obj := &clusterv1.MachineDeployment{}
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: md}, obj); err != nil {
+		if err := reader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: md}, obj); err != nil {
 			return client.IgnoreNotFound(err) == nil, "", "", 0, client.IgnoreNotFound(err)
 		}
 		group, name, replicas = client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: md}, "MachineDeployment "+md, int(ptr.Deref(obj.Spec.Replicas, 0))
@@ -366,28 +368,28 @@ func (r *Reconciler) machineDeploymentAllows(ctx context.Context, m *expv1.Redfi
 	}
 	// Counted from the Machines themselves: the MachineDeployment's status lags behind a deletion.
 	machines := &clusterv1.MachineList{}
-	if err := r.APIReader.List(ctx, machines, client.InNamespace(m.Namespace), group); err != nil {
+	if err := reader.List(ctx, machines, client.InNamespace(m.Namespace), group); err != nil {
 		return false, "", "", 0, err
 	}
-	running, targetRunning := 0, false
+	running, targetRunning := map[string]bool{}, false
 	for _, o := range machines.Items {
 		if o.DeletionTimestamp.IsZero() && o.Status.Phase == string(clusterv1.MachinePhaseRunning) && o.Status.NodeRef.IsDefined() {
-			running++
+			running[string(o.UID)] = true
 			targetRunning = targetRunning || o.UID == machine.UID
 		}
 	}
 	if replicas == 0 {
 		replicas = len(machines.Items) // the control plane: its Machines
 	}
-	unavailable := max(replicas-running, 0)
-	out := 0
+	// Replicas not running, plus the Machines other maintenances are about to take (past the
+	// gate, their Machine not deleted yet: still Running, but already spent from the budget).
+	unavailable := max(replicas-len(running), 0)
 	for _, o := range ms {
 		if o.Name != m.Name && o.Status.MachineDeployment == m.Status.MachineDeployment && o.Status.MachineDeployment != "" &&
-			(o.Status.Stage == expv1.StageDraining || o.Status.Stage == expv1.StageInMaintenance) {
-			out++
+			(o.Status.Stage == expv1.StageDraining || o.Status.Stage == expv1.StageInMaintenance) && running[o.Status.MachineUID] {
+			unavailable++
 		}
 	}
-	unavailable = max(unavailable, out)
 	extra := 1
 	if !targetRunning {
 		extra = 0 // already counted as unavailable: taking it changes nothing

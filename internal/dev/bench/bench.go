@@ -75,6 +75,10 @@ type Options struct {
 	CAPIConcurrency int
 	CAPIQPS         float32
 	CAPIBurst       int
+	// Jobs, when set, makes the run the RedfishJob benchmark instead: Jobs hosts are registered
+	// and each gets a power-cycle job (ForceOff, then On), all at once, at the manager's
+	// concurrency and again at --concurrency 10. No cluster.
+	Jobs int
 	// Dir receives the manager's binary and log, the kubeconfig and the controllers' log.
 	// Default: a temporary folder, removed afterwards.
 	Dir string
@@ -85,6 +89,9 @@ type Options struct {
 func (o Options) withDefaults() (Options, error) {
 	if o.Hosts == 0 {
 		o.Hosts = 1000
+	}
+	if o.Jobs < 0 {
+		return o, fmt.Errorf("--jobs %d: must not be negative", o.Jobs)
 	}
 	if o.Hosts < 1 {
 		return o, fmt.Errorf("--hosts %d: at least 1", o.Hosts)
@@ -157,6 +164,7 @@ type run struct {
 	start   time.Time
 	report  *Report
 	servers int
+	bin     string // the manager binary
 }
 
 // Run plays every phase and returns the report.
@@ -177,6 +185,10 @@ func Run(ctx context.Context, o Options) (_ *Report, retErr error) {
 		return nil, err
 	}
 	r := &run{o: o, tl: newTimeline(), start: time.Now(), servers: o.Hosts + o.MaxSurge + 1}
+	phases := []func(context.Context) error{r.register, r.provision, r.rollout, r.idle, r.maintain}
+	if o.Jobs > 0 {
+		r.servers, phases = o.Jobs, []func(context.Context) error{r.register, r.jobs}
+	}
 	r.report = &Report{Options: reportOptionsOf(o, r.servers)}
 
 	r.printf("building the manager binary")
@@ -184,6 +196,7 @@ func Run(ctx context.Context, o Options) (_ *Report, retErr error) {
 	if err != nil {
 		return nil, err
 	}
+	r.bin = bin
 	r.printf("starting kube-apiserver + etcd with the CAPI core controllers (concurrency %d, %g QPS)", o.CAPIConcurrency, o.CAPIQPS)
 	r.env, err = testenv.Start(ctx, testenv.Options{
 		Concurrency: o.CAPIConcurrency, QPS: o.CAPIQPS, Burst: o.CAPIBurst,
@@ -247,7 +260,7 @@ func Run(ctx context.Context, o Options) (_ *Report, retErr error) {
 		return nil, errors.New("the benchmark's cache did not sync")
 	}
 
-	for _, phase := range []func(context.Context) error{r.register, r.provision, r.rollout, r.idle, r.maintain} {
+	for _, phase := range phases {
 		if err := phase(ctx); err != nil {
 			r.finish() // what spans the run, for the phases that completed
 			return r.report, err

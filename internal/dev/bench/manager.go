@@ -89,7 +89,8 @@ func startManager(ctx context.Context, env *testenv.Environment, bin, dir string
 	}
 	args = append(args, o.ManagerArgs...)
 	logPath := filepath.Join(dir, "manager.log")
-	logFile, err := os.Create(logPath)
+	// Appended to: a manager restarted by the benchmark logs after the one before.
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}

@@ -86,6 +86,8 @@ type Phase struct {
 	Idle           *IdleFigures `json:"idle,omitempty"`
 	// Maintenance describes the maintenance rollout.
 	Maintenance *MaintenanceFigures `json:"maintenance,omitempty"`
+	// Jobs describes a RedfishJob phase.
+	Jobs *JobFigures `json:"jobs,omitempty"`
 
 	start, end time.Time
 	perServer  []int
@@ -180,6 +182,10 @@ func (r *Report) WriteTable(w io.Writer) {
 		if mf := p.Maintenance; mf != nil {
 			fmt.Fprintf(w, "  maintenance: %d hosts, maxUnavailable %d, task %gs; at most %d draining or in maintenance at once\n",
 				mf.Hosts, mf.MaxUnavailable, mf.TaskSeconds, mf.PeakInMaintenance)
+		}
+		if f := p.Jobs; f != nil {
+			fmt.Fprintf(w, "  jobs: %d at --concurrency %d, %d failed, %d servers with a duplicated reset; %.1f Redfish requests per job; at most %d new sessions on one BMC; per job %.2f / %.2f / %.2f s (median / p95 / max, created → seen finished)\n",
+				f.Jobs, f.Concurrency, f.Failed, f.DuplicatedResets, f.RedfishPerJob, f.SessionsPerBMCMax, f.JobSeconds.Median, f.JobSeconds.P95, f.JobSeconds.Max)
 		}
 		if i := p.Idle; i != nil {
 			fmt.Fprintf(w, "  idle: %.1f API writes/min, %.1f API requests/min; %.2f Redfish requests per host per minute (max %.2f) at %.2f resyncs per host per minute (--bmc-check-interval %gs)\n",

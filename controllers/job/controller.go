@@ -1,0 +1,287 @@
+// Package job reconciles RedfishJobs: a short list of BMC operations (power, one-time boot,
+// virtual media) run once, in order, on one host. Jobs on one host run one at a time, oldest
+// first; a host serving a Machine is refused unless a maintenance has it in stage InMaintenance.
+// While a job runs, the host controller leaves the host's power alone; finished jobs are deleted
+// after their TTL.
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/patch"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/controllers/host"
+	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
+)
+
+// Defaults of the API.
+const (
+	DefaultTaskTimeout = 5 * time.Minute
+	DefaultTTL         = time.Hour
+)
+
+// Reconciler reconciles RedfishJobs.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads the host and its maintenances when a job starts: a claim or a maintenance
+	// the cache has not seen yet must not let a job disrupt a Machine.
+	APIReader client.Reader
+	// Connect returns the host's pooled BMC client (the host controller's Connect: one session
+	// per BMC, credentials read once per Secret version).
+	Connect  func(ctx context.Context, h *infrav1.RedfishHost) (host.BMC, error)
+	Recorder events.EventRecorder
+	// PollInterval paces the reads of a power transition: the first after a quarter of it, then
+	// twice as long each time, at most PollInterval. Default 2s.
+	PollInterval time.Duration
+	// Now is the clock (tests).
+	Now func() time.Time
+
+	// fresh keeps a round from acting on a copy of the job older than the last round's write (a
+	// task started over, a reset sent again): see internal/fresh.
+	fresh *fresh.Reads
+}
+
+// SetupWithManager registers the controller.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	if r.PollInterval == 0 {
+		r.PollInterval = 2 * time.Second
+	}
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	r.fresh = &fresh.Reads{Kind: infrav1.GroupVersion.WithKind("RedfishJob")}
+	r.Client = r.fresh.Client(r.Client)
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&infrav1.RedfishJob{}).
+		Named("redfishjob").
+		// A job that finishes or goes wakes the next one on its host.
+		Watches(&infrav1.RedfishJob{}, handler.EnqueueRequestsFromMapFunc(r.jobsOfSameHost)).
+		WithOptions(opts).
+		Complete(r)
+}
+
+func (r *Reconciler) jobsOfSameHost(ctx context.Context, o client.Object) []reconcile.Request {
+	j, ok := o.(*infrav1.RedfishJob)
+	if !ok {
+		return nil
+	}
+	jobs, err := host.JobsOnHost(ctx, r.Client, j.Namespace, j.Spec.HostName)
+	if err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, other := range jobs {
+		if other.Name != j.Name && !other.Finished() {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: other.Namespace, Name: other.Name}})
+		}
+	}
+	return out
+}
+
+// Reconcile runs a job's tasks as far as they go now.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	j := &infrav1.RedfishJob{}
+	read := r.APIReader.Get // without SetupWithManager's recording client: the API server only
+	if r.fresh != nil {
+		read = func(ctx context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+			return r.fresh.Get(ctx, r.Client, r.APIReader, key, obj)
+		}
+	}
+	if err := read(ctx, req.NamespacedName, j); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !j.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	if j.Finished() {
+		return r.collect(ctx, j)
+	}
+	helper, err := patch.NewHelper(j, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		// This controller alone sets the job's conditions.
+		if err := helper.Patch(ctx, j, patch.WithOwnedConditions{Conditions: []string{
+			infrav1.JobRunningCondition, infrav1.JobCompletedCondition, infrav1.JobFailedCondition,
+		}}); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+	if j.Status.StartTime == nil {
+		if started, res, err := r.start(ctx, j); !started || err != nil {
+			return res, err
+		}
+	}
+	h := &infrav1.RedfishHost{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: j.Namespace, Name: j.Spec.HostName}, h); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.fail(j, infrav1.JobHostNotFoundReason, "RedfishHost %s was deleted while the job ran", j.Spec.HostName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	return r.run(ctx, j, h)
+}
+
+// start admits a job: it waits for the jobs ahead of it on the host, then for the host to be
+// settled; it is refused on a host serving a Machine outside a maintenance.
+func (r *Reconciler) start(ctx context.Context, j *infrav1.RedfishJob) (bool, ctrl.Result, error) {
+	jobs, err := host.JobsOnHost(ctx, r.Client, j.Namespace, j.Spec.HostName)
+	if err != nil {
+		return false, ctrl.Result{}, err
+	}
+	if ahead := first(jobs); ahead != nil && ahead.Name != j.Name {
+		r.waiting(j, infrav1.JobWaitingForJobReason, "Waiting for job %s, ahead of it on host %s", ahead.Name, j.Spec.HostName)
+		return false, ctrl.Result{}, nil // its end wakes this one
+	}
+	// Confirmed from the API server: the cache may not have a job that started a moment ago.
+	all := &infrav1.RedfishJobList{}
+	if err := r.APIReader.List(ctx, all, client.InNamespace(j.Namespace)); err != nil {
+		return false, ctrl.Result{}, err
+	}
+	jobs = slices.DeleteFunc(all.Items, func(o infrav1.RedfishJob) bool { return o.Spec.HostName != j.Spec.HostName })
+	if ahead := first(jobs); ahead != nil && ahead.Name != j.Name {
+		r.waiting(j, infrav1.JobWaitingForJobReason, "Waiting for job %s, ahead of it on host %s", ahead.Name, j.Spec.HostName)
+		return false, ctrl.Result{}, nil
+	}
+	h := &infrav1.RedfishHost{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: j.Namespace, Name: j.Spec.HostName}, h); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.waiting(j, infrav1.JobWaitingForHostReason, "RedfishHost %s does not exist in namespace %s", j.Spec.HostName, j.Namespace)
+			return false, ctrl.Result{RequeueAfter: 10 * r.PollInterval}, nil
+		}
+		return false, ctrl.Result{}, err
+	}
+	if msg, err := r.inUse(ctx, h); err != nil {
+		return false, ctrl.Result{}, err
+	} else if msg != "" {
+		r.fail(j, infrav1.JobHostInUseReason, "%s", msg)
+		return false, ctrl.Result{}, nil
+	}
+	if s := h.Status.State; (s != infrav1.HostStateAvailable && s != infrav1.HostStateProvisioned) || !h.DeletionTimestamp.IsZero() {
+		r.waiting(j, infrav1.JobWaitingForHostReason, "Host %s is %s: a job starts on an Available host (or a Provisioned one in maintenance)", h.Name, stateName(h))
+		return false, ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
+	now := metav1.NewTime(r.Now())
+	j.Status.StartTime = &now
+	j.Status.Tasks = make([]infrav1.JobTaskStatus, len(j.Spec.Tasks))
+	for i := range j.Status.Tasks {
+		j.Status.Tasks[i].State = infrav1.JobTaskPending
+	}
+	conditions.Set(j, metav1.Condition{Type: infrav1.JobRunningCondition, Status: metav1.ConditionTrue, Reason: infrav1.JobRunningReason,
+		Message: fmt.Sprintf("Running %d tasks on host %s", len(j.Spec.Tasks), h.Name)})
+	return true, ctrl.Result{}, nil
+}
+
+// inUse says why a job may not touch the host: it serves a Machine, and no maintenance has it in
+// stage InMaintenance (its Machine drained, or held for the work).
+func (r *Reconciler) inUse(ctx context.Context, h *infrav1.RedfishHost) (string, error) {
+	c := h.Status.Claim
+	if c == nil || c.Release {
+		return "", nil
+	}
+	list := &expv1.RedfishMaintenanceList{}
+	if err := r.APIReader.List(ctx, list, client.InNamespace(h.Namespace)); err != nil && !meta.IsNoMatchError(err) {
+		return "", fmt.Errorf("listing maintenances: %w", err)
+	}
+	for _, m := range list.Items {
+		if m.Spec.HostName == h.Name && m.Status.Stage == expv1.StageInMaintenance {
+			return "", nil
+		}
+	}
+	return fmt.Sprintf("Host %s serves %s %s: a job runs on it only while a RedfishMaintenance has it in stage InMaintenance", h.Name, c.Consumer.Kind, c.Consumer.Name), nil
+}
+
+func stateName(h *infrav1.RedfishHost) string {
+	if !h.DeletionTimestamp.IsZero() {
+		return "being deleted"
+	}
+	if h.Status.State == "" {
+		return string(infrav1.HostStateRegistering)
+	}
+	return string(h.Status.State)
+}
+
+// collect deletes a finished job once its TTL has passed.
+func (r *Reconciler) collect(ctx context.Context, j *infrav1.RedfishJob) (ctrl.Result, error) {
+	ttl := DefaultTTL
+	if j.Spec.TTLAfterFinished != nil {
+		ttl = j.Spec.TTLAfterFinished.Duration
+	}
+	if left := j.Status.CompletionTime.Add(ttl).Sub(r.Now()); left > 0 {
+		return ctrl.Result{RequeueAfter: left}, nil
+	}
+	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, j, client.Preconditions{UID: &j.UID}))
+}
+
+// waiting says why a job has not started.
+func (r *Reconciler) waiting(j *infrav1.RedfishJob, reason, format string, args ...any) {
+	conditions.Set(j, metav1.Condition{Type: infrav1.JobRunningCondition, Status: metav1.ConditionFalse, Reason: reason, Message: fmt.Sprintf(format, args...)})
+}
+
+// fail ends the job: Failed True with the reason, Running False.
+func (r *Reconciler) fail(j *infrav1.RedfishJob, reason, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	now := metav1.NewTime(r.Now())
+	j.Status.CompletionTime = &now
+	conditions.Set(j, metav1.Condition{Type: infrav1.JobFailedCondition, Status: metav1.ConditionTrue, Reason: reason, Message: msg})
+	conditions.Set(j, metav1.Condition{Type: infrav1.JobCompletedCondition, Status: metav1.ConditionFalse, Reason: reason, Message: msg})
+	conditions.Set(j, metav1.Condition{Type: infrav1.JobRunningCondition, Status: metav1.ConditionFalse, Reason: infrav1.JobFinishedReason, Message: msg})
+	r.event(j, corev1.EventTypeWarning, "Failed", "%s", msg)
+}
+
+// complete ends the job successfully.
+func (r *Reconciler) complete(j *infrav1.RedfishJob) {
+	now := metav1.NewTime(r.Now())
+	j.Status.CompletionTime = &now
+	msg := fmt.Sprintf("%d tasks done on host %s in %s", len(j.Spec.Tasks), j.Spec.HostName, now.Sub(j.Status.StartTime.Time).Round(10*time.Millisecond))
+	conditions.Set(j, metav1.Condition{Type: infrav1.JobCompletedCondition, Status: metav1.ConditionTrue, Reason: infrav1.JobSucceededReason, Message: msg})
+	conditions.Set(j, metav1.Condition{Type: infrav1.JobFailedCondition, Status: metav1.ConditionFalse, Reason: infrav1.JobSucceededReason})
+	conditions.Set(j, metav1.Condition{Type: infrav1.JobRunningCondition, Status: metav1.ConditionFalse, Reason: infrav1.JobFinishedReason, Message: msg})
+	r.event(j, corev1.EventTypeNormal, "Completed", "%s", msg)
+}
+
+func (r *Reconciler) event(j *infrav1.RedfishJob, kind, reason, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(j, nil, kind, reason, "Job", format, args...)
+	}
+}
+
+// first is the job of a host that runs next (or now): the running one, else the oldest unfinished
+// one (then by name).
+func first(jobs []infrav1.RedfishJob) *infrav1.RedfishJob {
+	var out *infrav1.RedfishJob
+	for i := range jobs {
+		j := &jobs[i]
+		if j.Finished() || !j.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if j.Status.StartTime != nil {
+			return j
+		}
+		if out == nil || j.CreationTimestamp.Before(&out.CreationTimestamp) ||
+			(j.CreationTimestamp.Equal(&out.CreationTimestamp) && j.Name < out.Name) {
+			out = j
+		}
+	}
+	return out
+}

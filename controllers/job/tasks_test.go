@@ -1,0 +1,136 @@
+package job
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/bmc"
+	"github.com/caprf/cluster-api-provider-redfish/controllers/host"
+)
+
+// scriptedBMC reports the power states it is given, one per read (the last one repeats), and
+// records the resets it is sent; resetErr, when set, answers the next reset.
+type scriptedBMC struct {
+	host.BMC
+	states   []bmc.PowerState
+	resets   []bmc.ResetType
+	resetErr error
+}
+
+func (b *scriptedBMC) PowerState(context.Context) (bmc.PowerState, error) {
+	s := b.states[0]
+	if len(b.states) > 1 {
+		b.states = b.states[1:]
+	}
+	return s, nil
+}
+
+func (b *scriptedBMC) ResetFrom(_ context.Context, t bmc.ResetType, _ bmc.PowerState) error {
+	if err := b.resetErr; err != nil {
+		b.resetErr = nil
+		return err
+	}
+	b.resets = append(b.resets, t)
+	return nil
+}
+
+// rounds runs the job's tasks round after round (the clock moves by step each time) until it
+// finishes or n rounds have run.
+func rounds(t *testing.T, tasks []infrav1.JobTask, b *scriptedBMC, n int) *infrav1.RedfishJob {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := infrav1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	j := &infrav1.RedfishJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "j"}, Spec: infrav1.RedfishJobSpec{HostName: "h", Tasks: tasks}}
+	j.Status.StartTime = &metav1.Time{Time: now}
+	for range tasks {
+		j.Status.Tasks = append(j.Status.Tasks, infrav1.JobTaskStatus{State: infrav1.JobTaskPending})
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(j).WithStatusSubresource(j).Build()
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(j), j); err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: c, PollInterval: 2 * time.Second, Now: func() time.Time { return now },
+		Connect: func(context.Context, *infrav1.RedfishHost) (host.BMC, error) { return b, nil }}
+	for range n {
+		res, err := r.run(context.Background(), j, &infrav1.RedfishHost{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Finished() {
+			break
+		}
+		now = now.Add(max(res.RequeueAfter, 100*time.Millisecond))
+	}
+	return j
+}
+
+// A power task is done when the BMC reports the final state: PoweringOff is not Off, and nothing is
+// sent again while the server is on its way.
+func TestAPowerTaskEndsOnlyAtTheFinalState(t *testing.T) {
+	b := &scriptedBMC{states: []bmc.PowerState{bmc.PowerOn, bmc.PowerPoweringOff}}
+	if j := rounds(t, []infrav1.JobTask{{Power: infrav1.JobPowerForceOff}}, b, 5); j.Finished() {
+		t.Fatalf("finished while the BMC reported PoweringOff: %+v", j.Status.Tasks)
+	}
+	if fmt.Sprint(b.resets) != "[ForceOff]" {
+		t.Errorf("resets sent while the server powered off: %v, want one ForceOff", b.resets)
+	}
+	b = &scriptedBMC{states: []bmc.PowerState{bmc.PowerOn, bmc.PowerPoweringOff, bmc.PowerPoweringOff, bmc.PowerOff}}
+	j := rounds(t, []infrav1.JobTask{{Power: infrav1.JobPowerForceOff}}, b, 10)
+	if !j.Finished() || j.Status.Tasks[0].State != infrav1.JobTaskSucceeded {
+		t.Fatalf("not done once the BMC reported Off: %+v", j.Status)
+	}
+	if fmt.Sprint(b.resets) != "[ForceOff]" {
+		t.Errorf("resets sent: %v, want one ForceOff", b.resets)
+	}
+}
+
+// A 409 (a power-on refused right after a power-off) is waited out, and the power-on sent again.
+func TestAConflictDuringATransitionIsWaitedOut(t *testing.T) {
+	b := &scriptedBMC{states: []bmc.PowerState{bmc.PowerOff, bmc.PowerOff, bmc.PowerOff, bmc.PowerPoweringOn, bmc.PowerOn},
+		resetErr: fmt.Errorf("%w: the server was powered off moments ago", bmc.ErrConflict)}
+	j := rounds(t, []infrav1.JobTask{{Power: infrav1.JobPowerOn}}, b, 10)
+	if !j.Finished() || j.Status.Tasks[0].State != infrav1.JobTaskSucceeded {
+		t.Fatalf("a 409 failed the task: %+v", j.Status)
+	}
+	if fmt.Sprint(b.resets) != "[On]" {
+		t.Errorf("accepted resets: %v, want one On", b.resets)
+	}
+}
+
+// A restart is sent once: the BMC reporting On right after it does not bring a second one, and it
+// is done at the On that follows a state other than On.
+func TestARestartIsSentOnce(t *testing.T) {
+	b := &scriptedBMC{states: []bmc.PowerState{bmc.PowerOn, bmc.PowerOn, bmc.PowerOn, bmc.PowerPoweringOff, bmc.PowerOff, bmc.PowerPoweringOn, bmc.PowerOn}}
+	j := rounds(t, []infrav1.JobTask{{Power: infrav1.JobPowerForceRestart}}, b, 20)
+	if !j.Finished() || j.Status.Tasks[0].State != infrav1.JobTaskSucceeded || !j.Status.Tasks[0].LeftOn {
+		t.Fatalf("restart not done: %+v", j.Status)
+	}
+	if fmt.Sprint(b.resets) != "[ForceRestart]" {
+		t.Errorf("resets sent: %v, want one ForceRestart", b.resets)
+	}
+}
+
+// A task that outlives its timeout fails the job, naming it; the tasks after it never run.
+func TestATaskFailsAtItsTimeout(t *testing.T) {
+	b := &scriptedBMC{states: []bmc.PowerState{bmc.PowerOn}}
+	b.resetErr = fmt.Errorf("%w: busy", bmc.ErrConflict)
+	timeout := &metav1.Duration{Duration: 3 * time.Second}
+	j := rounds(t, []infrav1.JobTask{{Power: infrav1.JobPowerForceOff, Timeout: timeout}, {Power: infrav1.JobPowerOn}}, b, 50)
+	if !j.Finished() || j.Status.Tasks[0].State != infrav1.JobTaskFailed || j.Status.Tasks[1].State != infrav1.JobTaskPending {
+		t.Fatalf("want task 0 failed and task 1 never run: %+v", j.Status.Tasks)
+	}
+	if got := j.Status.CompletionTime.Sub(j.Status.Tasks[0].StartTime.Time); got < timeout.Duration || got > timeout.Duration+time.Second {
+		t.Errorf("failed %s after the task started, want at its timeout %s", got, timeout.Duration)
+	}
+}

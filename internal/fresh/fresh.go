@@ -1,0 +1,99 @@
+// Package fresh lets a controller read its objects from the cache without acting on a copy older
+// than its own last write. A controller that acts on hardware (a BMC) from what an object's
+// status records must not read a copy a write behind: it would repeat the action that write
+// recorded. Reading every object from the API server is safe but costs a request per reconcile.
+// Reads remembers, per object, the resourceVersion of the newest copy the controller wrote or read
+// from the API server; the cache's copy is used when it carries that version, the API server is
+// asked otherwise (after a write the cache has not seen yet, or anyone else's).
+package fresh
+
+import (
+	"context"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Reads tracks the objects of one kind.
+type Reads struct {
+	Kind schema.GroupVersionKind
+	seen sync.Map // types.NamespacedName -> resourceVersion
+}
+
+// Client wraps c so that every write of the kind through it is remembered. CAPI's patch helper
+// writes a copy of the object, so the version cannot be read back from the object held.
+func (f *Reads) Client(c client.Client) client.Client { return recording{Client: c, f: f} }
+
+// Get reads key into obj: from cache when its copy is the one last written or read, else from
+// api. The controller's writes must all go through Client.
+func (f *Reads) Get(ctx context.Context, cache client.Reader, api client.Reader, key types.NamespacedName, obj client.Object) error {
+	err := cache.Get(ctx, key, obj)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if v, ok := f.seen.Load(key); err == nil && ok && v.(string) == obj.GetResourceVersion() {
+		return nil
+	}
+	if err := api.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			f.seen.Delete(key)
+		}
+		return err
+	}
+	f.seen.Store(key, obj.GetResourceVersion())
+	return nil
+}
+
+// Forget drops what is remembered of an object that is gone.
+func (f *Reads) Forget(key types.NamespacedName) { f.seen.Delete(key) }
+
+type recording struct {
+	client.Client
+	f *Reads
+}
+
+func (c recording) note(obj client.Object, err error) {
+	if err != nil {
+		return
+	}
+	if gvk, gerr := c.GroupVersionKindFor(obj); gerr != nil || gvk != c.f.Kind {
+		return
+	}
+	c.f.seen.Store(types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}, obj.GetResourceVersion())
+}
+
+func (c recording) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	err := c.Client.Update(ctx, obj, opts...)
+	c.note(obj, err)
+	return err
+}
+
+func (c recording) Patch(ctx context.Context, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+	err := c.Client.Patch(ctx, obj, p, opts...)
+	c.note(obj, err)
+	return err
+}
+
+func (c recording) Status() client.SubResourceWriter {
+	return recordingStatus{SubResourceWriter: c.Client.Status(), c: c}
+}
+
+type recordingStatus struct {
+	client.SubResourceWriter
+	c recording
+}
+
+func (s recordingStatus) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	err := s.SubResourceWriter.Update(ctx, obj, opts...)
+	s.c.note(obj, err)
+	return err
+}
+
+func (s recordingStatus) Patch(ctx context.Context, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+	err := s.SubResourceWriter.Patch(ctx, obj, p, opts...)
+	s.c.note(obj, err)
+	return err
+}
