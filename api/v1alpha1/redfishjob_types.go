@@ -107,7 +107,11 @@ type JobTaskStatus struct {
 	SentTime *metav1.MicroTime `json:"sentTime,omitempty"`
 	// completionTime is when the task succeeded or failed.
 	// +optional
-	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	CompletionTime *metav1.MicroTime `json:"completionTime,omitempty"`
+	// accepted records that the BMC accepted the task's power action (a restart or a graceful
+	// shutdown is then never sent again).
+	// +optional
+	Accepted bool `json:"accepted,omitempty"`
 	// leftOn records that a restart was seen to leave the On state (it is then done at the next On).
 	// +optional
 	LeftOn bool `json:"leftOn,omitempty"`
@@ -119,12 +123,12 @@ type JobTaskStatus struct {
 
 // RedfishJobStatus is the observed state of a RedfishJob.
 type RedfishJobStatus struct {
-	// startTime is when the first task started.
+	// startTime is when the job took its host; it is written before any task runs.
 	// +optional
-	StartTime *metav1.Time `json:"startTime,omitempty"`
+	StartTime *metav1.MicroTime `json:"startTime,omitempty"`
 	// completionTime is when the job completed or failed.
 	// +optional
-	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	CompletionTime *metav1.MicroTime `json:"completionTime,omitempty"`
 	// tasks, in the order of spec.tasks.
 	// +optional
 	// +listType=atomic

@@ -175,8 +175,8 @@ func (r *Reconciler) jobToHost(ctx context.Context, o client.Object) []reconcile
 	if err := r.Client.Get(ctx, key, h); err != nil {
 		return nil
 	}
-	if h.Spec.Online == nil && h.Status.Claim == nil && len(h.Spec.RebootRequests) == 0 {
-		return nil // nothing to restore
+	if stateOf(h) == infrav1.HostStateAvailable && h.Spec.Online == nil && h.Status.Claim == nil && len(h.Spec.RebootRequests) == 0 {
+		return nil // nothing waited for the job, nothing to restore
 	}
 	return []reconcile.Request{{NamespacedName: key}}
 }
@@ -269,6 +269,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	if r.reregister(host) {
 		return ctrl.Result{}, nil // the status change wakes the next state
+	}
+	if st := stateOf(host); st != infrav1.HostStateAvailable && st != infrav1.HostStateRegistering && st != infrav1.HostStateError && st != infrav1.HostStateInspecting {
+		// A RedfishJob is using the BMC (one started on this host before a claim, or in a
+		// maintenance): the host's own BMC actions wait for its end, which wakes the host.
+		if running, err := r.jobRunning(ctx, host); err != nil || running {
+			return ctrl.Result{RequeueAfter: r.CheckInterval}, err
+		}
 	}
 	s := &scope{host: host}
 	res, err := r.handlers()[stateOf(host)](ctx, s)

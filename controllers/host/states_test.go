@@ -635,3 +635,46 @@ func TestAMissingRequestorsGraceEndWakesTheHost(t *testing.T) {
 		t.Errorf("a grace period over: due in %s, want %s", due, r.firstLook())
 	}
 }
+
+// While a RedfishJob runs on a host, the host's own BMC actions wait: a claimed host does not
+// start provisioning (no power-off, no boot) until the job has finished.
+func TestAHostWaitsForARunningJob(t *testing.T) {
+	h := &infrav1.RedfishHost{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", Finalizers: []string{Finalizer}},
+		Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
+	}
+	claimOf(infrav1.HostStateProvisioning)(h)
+	h.Status.RegisteredAddress = h.Spec.BMC.Address
+	c := newFakeClient(t, h, nil)
+	started := metav1.NowMicro()
+	j := &infrav1.RedfishJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cycle"}, Spec: infrav1.RedfishJobSpec{HostName: "h1"},
+		Status: infrav1.RedfishJobStatus{StartTime: &started}}
+	if err := c.Create(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	f := fakeBMC{power: bmc.PowerOn}
+	r := &Reconciler{Client: c, APIReader: c, BMCs: fakeBMCs{bmc: &f}, SeedBaseURL: "http://seed.example",
+		PollInterval: time.Second, RetryInterval: time.Second, CheckInterval: time.Minute, OrphanGracePeriod: 2 * time.Minute, RestoreGracePeriod: 2 * time.Minute}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
+	// The first reconcile of a host only records that it is not paused.
+	if _, err := r.Reconcile(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		res, err := r.Reconcile(context.Background(), req)
+		if err != nil || len(f.calls) > 0 {
+			t.Fatalf("with a job running: %v, BMC calls %v", err, f.calls)
+		}
+		if res.RequeueAfter != time.Minute {
+			t.Errorf("requeue %s, want the check interval (the job's end wakes the host)", res.RequeueAfter)
+		}
+	}
+	now := metav1.NowMicro()
+	j.Status.CompletionTime = &now
+	if err := c.Update(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(context.Background(), req); err != nil || len(f.calls) == 0 {
+		t.Fatalf("after the job: %v, BMC calls %v; want provisioning to go on", err, f.calls)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -114,6 +115,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if j.Finished() {
 		return r.collect(ctx, j)
 	}
+	if j.Status.StartTime == nil {
+		return r.start(ctx, j)
+	}
+	if !begun(j) && len(j.Status.Tasks) == len(j.Spec.Tasks) {
+		before := j.DeepCopy()
+		ok, res, err := r.confirm(ctx, j)
+		if err != nil || !ok {
+			if !equality.Semantic.DeepEqual(before.Status, j.Status) {
+				err = errors.Join(err, client.IgnoreNotFound(r.Client.Status().Patch(ctx, j, client.MergeFrom(before))))
+			}
+			return res, err
+		}
+	}
 	helper, err := patch.NewHelper(j, r.Client)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -126,10 +140,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			retErr = errors.Join(retErr, err)
 		}
 	}()
-	if j.Status.StartTime == nil {
-		if started, res, err := r.start(ctx, j); !started || err != nil {
-			return res, err
-		}
+	if len(j.Status.Tasks) != len(j.Spec.Tasks) {
+		r.fail(j, infrav1.JobTaskFailedReason, "status.tasks (%d) no longer matches spec.tasks (%d): the status was edited; create another job", len(j.Status.Tasks), len(j.Spec.Tasks))
+		return ctrl.Result{}, nil
 	}
 	h := &infrav1.RedfishHost{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: j.Namespace, Name: j.Spec.HostName}, h); err != nil {
@@ -142,35 +155,67 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	return r.run(ctx, j, h)
 }
 
-// start admits a job: it waits for the jobs ahead of it on the host, then for the host to be
-// settled; it is refused on a host serving a Machine outside a maintenance.
-func (r *Reconciler) start(ctx context.Context, j *infrav1.RedfishJob) (bool, ctrl.Result, error) {
+// begun says whether a task of the job has started (talked to the BMC).
+func begun(j *infrav1.RedfishJob) bool {
+	return slices.ContainsFunc(j.Status.Tasks, func(t infrav1.JobTaskStatus) bool { return t.State != infrav1.JobTaskPending })
+}
+
+// start takes the host for the job, from what the cache says: the first unfinished job of the host,
+// on a settled host no Machine uses outside a maintenance. The start is written (with the
+// resourceVersion read) before any task runs; the next round confirms it from the API server.
+func (r *Reconciler) start(ctx context.Context, j *infrav1.RedfishJob) (ctrl.Result, error) {
+	before := j.DeepCopy()
+	res, started, err := r.admit(ctx, j)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if equality.Semantic.DeepEqual(before.Status, j.Status) {
+		return res, nil // still waiting, for the same reason
+	}
+	opts := []client.MergeFromOption{}
+	if started {
+		opts = append(opts, client.MergeFromWithOptimisticLock{})
+	}
+	if err := r.Client.Status().Patch(ctx, j, client.MergeFromWithOptions(before, opts...)); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err) // a conflict: read again
+	}
+	return res, nil
+}
+
+func (r *Reconciler) admit(ctx context.Context, j *infrav1.RedfishJob) (ctrl.Result, bool, error) {
 	jobs, err := host.JobsOnHost(ctx, r.Client, j.Namespace, j.Spec.HostName)
 	if err != nil {
-		return false, ctrl.Result{}, err
+		return ctrl.Result{}, false, err
 	}
 	if ahead := first(jobs); ahead != nil && ahead.Name != j.Name {
 		r.waiting(j, infrav1.JobWaitingForJobReason, "Waiting for job %s, ahead of it on host %s", ahead.Name, j.Spec.HostName)
-		return false, ctrl.Result{}, nil // its end wakes this one
-	}
-	// Confirmed from the API server: the cache may not have a job that started a moment ago.
-	all := &infrav1.RedfishJobList{}
-	if err := r.APIReader.List(ctx, all, client.InNamespace(j.Namespace)); err != nil {
-		return false, ctrl.Result{}, err
-	}
-	jobs = slices.DeleteFunc(all.Items, func(o infrav1.RedfishJob) bool { return o.Spec.HostName != j.Spec.HostName })
-	if ahead := first(jobs); ahead != nil && ahead.Name != j.Name {
-		r.waiting(j, infrav1.JobWaitingForJobReason, "Waiting for job %s, ahead of it on host %s", ahead.Name, j.Spec.HostName)
-		return false, ctrl.Result{}, nil
+		return ctrl.Result{}, false, nil // its end wakes this one
 	}
 	h := &infrav1.RedfishHost{}
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: j.Namespace, Name: j.Spec.HostName}, h); err != nil {
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: j.Namespace, Name: j.Spec.HostName}, h); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.waiting(j, infrav1.JobWaitingForHostReason, "RedfishHost %s does not exist in namespace %s", j.Spec.HostName, j.Namespace)
-			return false, ctrl.Result{RequeueAfter: 10 * r.PollInterval}, nil
+			return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, false, nil
 		}
-		return false, ctrl.Result{}, err
+		return ctrl.Result{}, false, err
 	}
+	if ok, res, err := r.hostUsable(ctx, j, h); !ok || err != nil {
+		return res, false, err
+	}
+	now := metav1.NewMicroTime(r.Now())
+	j.Status.StartTime = &now
+	j.Status.Tasks = make([]infrav1.JobTaskStatus, len(j.Spec.Tasks))
+	for i := range j.Status.Tasks {
+		j.Status.Tasks[i].State = infrav1.JobTaskPending
+	}
+	conditions.Set(j, metav1.Condition{Type: infrav1.JobRunningCondition, Status: metav1.ConditionTrue, Reason: infrav1.JobRunningReason,
+		Message: fmt.Sprintf("Running %d tasks on host %s", len(j.Spec.Tasks), h.Name)})
+	return ctrl.Result{}, true, nil
+}
+
+// hostUsable fails the job on a host a Machine uses outside a maintenance, and makes it wait for a
+// host that is not settled.
+func (r *Reconciler) hostUsable(ctx context.Context, j *infrav1.RedfishJob, h *infrav1.RedfishHost) (bool, ctrl.Result, error) {
 	if msg, err := r.inUse(ctx, h); err != nil {
 		return false, ctrl.Result{}, err
 	} else if msg != "" {
@@ -181,15 +226,42 @@ func (r *Reconciler) start(ctx context.Context, j *infrav1.RedfishJob) (bool, ct
 		r.waiting(j, infrav1.JobWaitingForHostReason, "Host %s is %s: a job starts on an Available host (or a Provisioned one in maintenance)", h.Name, stateName(h))
 		return false, ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	}
-	now := metav1.NewTime(r.Now())
-	j.Status.StartTime = &now
-	j.Status.Tasks = make([]infrav1.JobTaskStatus, len(j.Spec.Tasks))
-	for i := range j.Status.Tasks {
-		j.Status.Tasks[i].State = infrav1.JobTaskPending
-	}
-	conditions.Set(j, metav1.Condition{Type: infrav1.JobRunningCondition, Status: metav1.ConditionTrue, Reason: infrav1.JobRunningReason,
-		Message: fmt.Sprintf("Running %d tasks on host %s", len(j.Spec.Tasks), h.Name)})
 	return true, ctrl.Result{}, nil
+}
+
+// confirm checks a started job's hold on its host from the API server, before its first task: of
+// two jobs of one host that both started (each from a cache without the other's start), the one
+// that started first keeps the host, the other goes back to waiting; and the host must still be
+// usable (no claim made since, not deleted).
+func (r *Reconciler) confirm(ctx context.Context, j *infrav1.RedfishJob) (bool, ctrl.Result, error) {
+	all := &infrav1.RedfishJobList{}
+	if err := r.APIReader.List(ctx, all, client.InNamespace(j.Namespace)); err != nil {
+		return false, ctrl.Result{}, err
+	}
+	for i := range all.Items {
+		o := &all.Items[i]
+		if o.Name == j.Name || o.Spec.HostName != j.Spec.HostName || o.Finished() || o.Status.StartTime == nil {
+			continue
+		}
+		if o.Status.StartTime.Before(j.Status.StartTime) || (o.Status.StartTime.Equal(j.Status.StartTime) && o.Name < j.Name) {
+			j.Status.StartTime, j.Status.Tasks = nil, nil
+			r.waiting(j, infrav1.JobWaitingForJobReason, "Waiting for job %s, which took host %s first", o.Name, j.Spec.HostName)
+			return false, ctrl.Result{}, nil
+		}
+	}
+	h := &infrav1.RedfishHost{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: j.Namespace, Name: j.Spec.HostName}, h); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.fail(j, infrav1.JobHostNotFoundReason, "RedfishHost %s was deleted", j.Spec.HostName)
+			return false, ctrl.Result{}, nil
+		}
+		return false, ctrl.Result{}, err
+	}
+	ok, res, err := r.hostUsable(ctx, j, h)
+	if !ok && !j.Finished() {
+		j.Status.StartTime, j.Status.Tasks = nil, nil // back to waiting
+	}
+	return ok, res, err
 }
 
 // inUse says why a job may not touch the host: it serves a Machine, and no maintenance has it in
@@ -241,7 +313,7 @@ func (r *Reconciler) waiting(j *infrav1.RedfishJob, reason, format string, args 
 // fail ends the job: Failed True with the reason, Running False.
 func (r *Reconciler) fail(j *infrav1.RedfishJob, reason, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	now := metav1.NewTime(r.Now())
+	now := metav1.NewMicroTime(r.Now())
 	j.Status.CompletionTime = &now
 	conditions.Set(j, metav1.Condition{Type: infrav1.JobFailedCondition, Status: metav1.ConditionTrue, Reason: reason, Message: msg})
 	conditions.Set(j, metav1.Condition{Type: infrav1.JobCompletedCondition, Status: metav1.ConditionFalse, Reason: reason, Message: msg})
@@ -251,7 +323,7 @@ func (r *Reconciler) fail(j *infrav1.RedfishJob, reason, format string, args ...
 
 // complete ends the job successfully.
 func (r *Reconciler) complete(j *infrav1.RedfishJob) {
-	now := metav1.NewTime(r.Now())
+	now := metav1.NewMicroTime(r.Now())
 	j.Status.CompletionTime = &now
 	msg := fmt.Sprintf("%d tasks done on host %s in %s", len(j.Spec.Tasks), j.Spec.HostName, now.Sub(j.Status.StartTime.Time).Round(10*time.Millisecond))
 	conditions.Set(j, metav1.Condition{Type: infrav1.JobCompletedCondition, Status: metav1.ConditionTrue, Reason: infrav1.JobSucceededReason, Message: msg})

@@ -15,10 +15,6 @@ import (
 	"github.com/caprf/cluster-api-provider-redfish/controllers/host"
 )
 
-// restartSettle is how long a restart whose BMC reports On throughout is given before it is taken
-// as done (some BMCs restart without ever reporting another state).
-const restartSettle = 30 * time.Second
-
 // run works through the tasks from the first one not done: each task that finishes this round lets
 // the next one start in the same round.
 func (r *Reconciler) run(ctx context.Context, j *infrav1.RedfishJob, h *infrav1.RedfishHost) (ctrl.Result, error) {
@@ -29,7 +25,7 @@ func (r *Reconciler) run(ctx context.Context, j *infrav1.RedfishJob, h *infrav1.
 			continue
 		}
 		now := r.Now()
-		if ts.State == infrav1.JobTaskPending {
+		if ts.State == infrav1.JobTaskPending || ts.StartTime == nil {
 			ts.State, ts.StartTime = infrav1.JobTaskRunning, microTime(now)
 		}
 		deadline := ts.StartTime.Add(timeout(j.Spec.Tasks[i]))
@@ -53,7 +49,7 @@ func (r *Reconciler) run(ctx context.Context, j *infrav1.RedfishJob, h *infrav1.
 		case !done:
 			return ctrl.Result{RequeueAfter: min(wait, deadline.Sub(r.Now())+time.Millisecond)}, nil
 		}
-		ts.State, ts.CompletionTime, ts.Message = infrav1.JobTaskSucceeded, ptrTime(r.Now()), ""
+		ts.State, ts.CompletionTime, ts.Message = infrav1.JobTaskSucceeded, microTime(r.Now()), ""
 	}
 	r.complete(j)
 	return ctrl.Result{}, nil
@@ -93,10 +89,17 @@ type round struct {
 	known bool
 }
 
-// power sends a reset and waits for the state it leads to. On, ForceOff and GracefulShutdown are
-// sent again only when the BMC still reports the opposite settled state a poll interval after the
-// last send (a power-on refused for a while after a power-off); a restart is sent once: its send is
-// recorded in the API before it goes out, so a round that lost its status write cannot repeat it.
+// power sends a reset and waits for the state it leads to.
+//   - On and ForceOff are sent again when the BMC still reports the opposite settled state a poll
+//     interval after the last send (a power-on refused for a while after a power-off): both are
+//     harmless to repeat.
+//   - GracefulShutdown, once the BMC accepted it, is not sent again (a second press of a
+//     power button can turn a server that just reached Off back on).
+//   - A restart (GracefulRestart, ForceRestart, PowerCycle) is sent at most once: its send is
+//     recorded in the API before it goes out, so a round that lost its status write cannot
+//     repeat it. A 409 means it was not executed, and it may be sent again; an error that leaves
+//     its fate unknown (a timeout) means it is never sent again, and the task waits for the BMC
+//     to show it happened, until its timeout.
 func (r *Reconciler) power(ctx context.Context, j *infrav1.RedfishJob, i int, c host.BMC, rd *round) (bool, time.Duration, error) {
 	t, ts := j.Spec.Tasks[i], &j.Status.Tasks[i]
 	if !rd.known {
@@ -108,58 +111,97 @@ func (r *Reconciler) power(ctx context.Context, j *infrav1.RedfishJob, i int, c 
 	}
 	ps := rd.ps
 	now := r.Now()
-	switch t.Power {
-	case infrav1.JobPowerOn, infrav1.JobPowerForceOff, infrav1.JobPowerGracefulShutdown:
-		want := bmc.PowerOn
-		if t.Power != infrav1.JobPowerOn {
-			want = bmc.PowerOff
+	restart := t.Power != infrav1.JobPowerOn && t.Power != infrav1.JobPowerForceOff && t.Power != infrav1.JobPowerGracefulShutdown
+	want := bmc.PowerOn
+	if t.Power == infrav1.JobPowerForceOff || t.Power == infrav1.JobPowerGracefulShutdown {
+		want = bmc.PowerOff
+	}
+	// Done?
+	if restart {
+		if ts.SentTime != nil && ps != bmc.PowerOn {
+			ts.LeftOn = true
 		}
-		if ps == want {
+		if ps == bmc.PowerOn && (ts.LeftOn || (ts.Accepted && now.Sub(ts.SentTime.Time) >= restartSettle(timeout(t)))) {
 			return true, 0, nil
 		}
-		settled := ps == bmc.PowerOn || ps == bmc.PowerOff
-		if settled && (ts.SentTime == nil || now.Sub(ts.SentTime.Time) >= r.PollInterval) {
-			rd.known = false
-			if err := c.ResetFrom(ctx, bmc.ResetType(t.Power), ps); err != nil {
-				return false, 0, err
-			}
-			ts.SentTime = microTime(now)
-		}
-		// The same words every look: a look that finds nothing new writes nothing.
-		ts.Message = fmt.Sprintf("%s sent, waiting for the BMC to report %s", t.Power, want)
-		return false, r.nextLook(ts.SentTime, now), nil
-	default: // restarts
-		if ts.SentTime == nil {
+	} else if ps == want {
+		return true, 0, nil
+	}
+	// Send?
+	settled := ps == bmc.PowerOn || ps == bmc.PowerOff
+	var send bool
+	switch {
+	case restart:
+		send = ts.SentTime == nil
+	case t.Power == infrav1.JobPowerGracefulShutdown && ts.Accepted:
+		send = false
+	default:
+		send = settled && (ts.SentTime == nil || now.Sub(ts.SentTime.Time) >= r.PollInterval)
+	}
+	if send {
+		if restart {
 			if err := r.recordSend(ctx, j, i, now); err != nil {
 				return false, 0, err
 			}
-			rd.known = false
-			if err := c.ResetFrom(ctx, bmc.ResetType(t.Power), ps); err != nil {
-				// Sent or not, it is not sent again: the task fails at its deadline.
-				ts.Message = truncate(fmt.Sprintf("%s sent once, not repeated: %v", t.Power, err))
-				return false, r.PollInterval, nil
+		}
+		rd.known = false
+		err := c.ResetFrom(ctx, bmc.ResetType(t.Power), ps)
+		switch {
+		case err == nil:
+			ts.SentTime, ts.Accepted = microTime(now), true
+		case errors.Is(err, bmc.ErrConflict) || bmc.IsBadRequest(err):
+			// Refused: not executed. A 409 is tried again, a request the BMC calls invalid fails
+			// the task. A restart's recorded send is withdrawn first (if that write fails, the
+			// restart is never sent again: the task fails at its timeout rather than repeat it).
+			if restart {
+				before := j.DeepCopy()
+				ts.SentTime = nil
+				if perr := r.patchStatus(ctx, j, client.MergeFrom(before)); perr != nil {
+					return false, 0, errors.Join(err, perr)
+				}
 			}
-			return false, r.nextLook(ts.SentTime, now), nil
+			return false, 0, err
+		case restart:
+			ts.Message = truncate(fmt.Sprintf("%s sent once, its outcome unknown (%v): not sent again, waiting for the BMC to show it", t.Power, err))
+			return false, r.PollInterval, nil
+		default:
+			return false, 0, err
 		}
-		if ps != bmc.PowerOn {
-			ts.LeftOn = true
-		} else if ts.LeftOn || now.Sub(ts.SentTime.Time) >= restartSettle {
-			return true, 0, nil
-		}
-		ts.Message = fmt.Sprintf("%s sent, waiting for the BMC to report On after it", t.Power)
-		return false, r.nextLook(ts.SentTime, now), nil
 	}
+	// The same words every look: a look that finds nothing new writes nothing.
+	if restart {
+		ts.Message = fmt.Sprintf("%s sent, waiting for the BMC to report On after it", t.Power)
+	} else {
+		ts.Message = fmt.Sprintf("%s sent, waiting for the BMC to report %s", t.Power, want)
+	}
+	return false, r.nextLook(ts.SentTime, now), nil
 }
+
+// restartSettle is how long after an accepted restart a BMC that reports On throughout (some
+// restart without ever reporting another state) is taken as done: 30 s, or half the task's
+// timeout when that is shorter.
+func restartSettle(timeout time.Duration) time.Duration { return min(30*time.Second, timeout/2) }
 
 // recordSend writes the send time of a restart before it goes out.
 func (r *Reconciler) recordSend(ctx context.Context, j *infrav1.RedfishJob, i int, now time.Time) error {
 	before := j.DeepCopy()
 	j.Status.Tasks[i].SentTime = microTime(now)
 	j.Status.Tasks[i].Message = fmt.Sprintf("sending %s", j.Spec.Tasks[i].Power)
-	if err := r.Client.Status().Patch(ctx, j.DeepCopy(), client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		j.Status = before.Status
+	if err := r.patchStatus(ctx, j, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		j.Status.Tasks[i].SentTime, j.Status.Tasks[i].Message = nil, before.Status.Tasks[i].Message
 		return fmt.Errorf("recording the %s before sending it: %w", j.Spec.Tasks[i].Power, err)
 	}
+	return nil
+}
+
+// patchStatus writes the job's status mid-round. A copy is written: j keeps its task statuses
+// (the round holds pointers into them), and takes the new resourceVersion.
+func (r *Reconciler) patchStatus(ctx context.Context, j *infrav1.RedfishJob, p client.Patch) error {
+	cp := j.DeepCopy()
+	if err := r.Client.Status().Patch(ctx, cp, p); err != nil {
+		return err
+	}
+	j.ResourceVersion = cp.ResourceVersion
 	return nil
 }
 
@@ -183,7 +225,7 @@ func permanent(err error) bool {
 // failTask fails task i and the job.
 func (r *Reconciler) failTask(j *infrav1.RedfishJob, i int, reason, format string, args ...any) {
 	ts := &j.Status.Tasks[i]
-	ts.State, ts.CompletionTime = infrav1.JobTaskFailed, ptrTime(r.Now())
+	ts.State, ts.CompletionTime = infrav1.JobTaskFailed, microTime(r.Now())
 	ts.Message = truncate(fmt.Sprintf(format, args...))
 	r.fail(j, reason, "Task %d (%s) failed: %s", i, describe(j.Spec.Tasks[i]), ts.Message)
 }
@@ -209,8 +251,6 @@ func timeout(t infrav1.JobTask) time.Duration {
 	}
 	return DefaultTaskTimeout
 }
-
-func ptrTime(t time.Time) *metav1.Time { m := metav1.NewTime(t); return &m }
 
 func microTime(t time.Time) *metav1.MicroTime { m := metav1.NewMicroTime(t); return &m }
 

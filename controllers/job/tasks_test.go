@@ -17,11 +17,13 @@ import (
 )
 
 // scriptedBMC reports the power states it is given, one per read (the last one repeats), and
-// records the resets it is sent; resetErr, when set, answers the next reset.
+// records the resets it is sent (tried: all of them; resets: those it accepted); resetErr, when
+// set, answers the next reset instead of accepting it.
 type scriptedBMC struct {
 	host.BMC
 	states   []bmc.PowerState
 	resets   []bmc.ResetType
+	tried    int
 	resetErr error
 }
 
@@ -34,6 +36,7 @@ func (b *scriptedBMC) PowerState(context.Context) (bmc.PowerState, error) {
 }
 
 func (b *scriptedBMC) ResetFrom(_ context.Context, t bmc.ResetType, _ bmc.PowerState) error {
+	b.tried++
 	if err := b.resetErr; err != nil {
 		b.resetErr = nil
 		return err
@@ -52,7 +55,7 @@ func rounds(t *testing.T, tasks []infrav1.JobTask, b *scriptedBMC, n int) *infra
 	}
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	j := &infrav1.RedfishJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "j"}, Spec: infrav1.RedfishJobSpec{HostName: "h", Tasks: tasks}}
-	j.Status.StartTime = &metav1.Time{Time: now}
+	j.Status.StartTime = &metav1.MicroTime{Time: now}
 	for range tasks {
 		j.Status.Tasks = append(j.Status.Tasks, infrav1.JobTaskStatus{State: infrav1.JobTaskPending})
 	}
@@ -132,5 +135,43 @@ func TestATaskFailsAtItsTimeout(t *testing.T) {
 	}
 	if got := j.Status.CompletionTime.Sub(j.Status.Tasks[0].StartTime.Time); got < timeout.Duration || got > timeout.Duration+time.Second {
 		t.Errorf("failed %s after the task started, want at its timeout %s", got, timeout.Duration)
+	}
+}
+
+// A restart the BMC refused with a 409 was not executed: it is sent again, and done once accepted
+// and seen through.
+func TestARefusedRestartIsSentAgain(t *testing.T) {
+	b := &scriptedBMC{states: []bmc.PowerState{bmc.PowerOn, bmc.PowerOn, bmc.PowerPoweringOff, bmc.PowerOff, bmc.PowerOn},
+		resetErr: fmt.Errorf("%w: in POST", bmc.ErrConflict)}
+	j := rounds(t, []infrav1.JobTask{{Power: infrav1.JobPowerForceRestart}}, b, 20)
+	if !j.Finished() || j.Status.Tasks[0].State != infrav1.JobTaskSucceeded {
+		t.Fatalf("not done: %+v", j.Status)
+	}
+	if fmt.Sprint(b.resets) != "[ForceRestart]" || b.tried != 2 {
+		t.Errorf("accepted %v of %d tries, want one ForceRestart accepted on the second try", b.resets, b.tried)
+	}
+}
+
+// A restart whose outcome is unknown (the send timed out) is never sent again, and not reported
+// done while the BMC shows nothing: the task fails at its timeout.
+func TestARestartOfUnknownOutcomeIsNeverRepeated(t *testing.T) {
+	b := &scriptedBMC{states: []bmc.PowerState{bmc.PowerOn}, resetErr: context.DeadlineExceeded}
+	timeout := &metav1.Duration{Duration: time.Minute}
+	j := rounds(t, []infrav1.JobTask{{Power: infrav1.JobPowerCycle, Timeout: timeout}}, b, 200)
+	if !j.Finished() || j.Status.Tasks[0].State != infrav1.JobTaskFailed {
+		t.Fatalf("want the task failed at its timeout, not done: %+v", j.Status.Tasks)
+	}
+	if b.tried != 1 {
+		t.Errorf("sent %d times, want once", b.tried)
+	}
+}
+
+// An accepted GracefulShutdown is not pressed again while the OS shuts down (the BMC still
+// reports On); a request the BMC calls invalid fails the task at once.
+func TestAGracefulShutdownIsPressedOnce(t *testing.T) {
+	b := &scriptedBMC{states: []bmc.PowerState{bmc.PowerOn, bmc.PowerOn, bmc.PowerOn, bmc.PowerOn, bmc.PowerOn, bmc.PowerOn, bmc.PowerOff}}
+	j := rounds(t, []infrav1.JobTask{{Power: infrav1.JobPowerGracefulShutdown}}, b, 20)
+	if !j.Finished() || j.Status.Tasks[0].State != infrav1.JobTaskSucceeded || b.tried != 1 {
+		t.Fatalf("done %v after %d presses, want done after one: %+v", j.Finished(), b.tried, j.Status.Tasks)
 	}
 }

@@ -2,6 +2,7 @@ package machine
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -65,5 +66,45 @@ func TestMachineWaitsForTheHostAReuseMaintenanceGivesBack(t *testing.T) {
 				t.Errorf("%s %s: candidates %v, waiting %q; want the spare", mode, tc.stage, got, waiting)
 			}
 		}
+	}
+}
+
+// A host with a RedfishJob not finished (waiting or running) is not offered to a Machine: the
+// claim would fight the job over the host's power. A finished job does not keep it out.
+func TestAHostWithAnUnfinishedJobIsNotClaimed(t *testing.T) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, expv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	available := func(name string) infrav1.RedfishHost {
+		h := infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+		h.Status.State = infrav1.HostStateAvailable
+		return h
+	}
+	hosts := []infrav1.RedfishHost{available("busy"), available("done"), available("free")}
+	job := func(name, host string, finished bool) *infrav1.RedfishJob {
+		j := &infrav1.RedfishJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Spec: infrav1.RedfishJobSpec{HostName: host}}
+		if finished {
+			now := metav1.NowMicro()
+			j.Status.CompletionTime = &now
+		}
+		return j
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(job("cycle", "busy", false), job("old", "done", true)).Build()
+	r := &Reconciler{Client: c, APIReader: c}
+	s := &scope{rm: &infrav1.RedfishMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m"}}, machine: &clusterv1.Machine{}}
+	got, _, err := r.candidates(context.Background(), s, hosts, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, h := range got {
+		names = append(names, h.Name)
+	}
+	slices.Sort(names)
+	if strings.Join(names, ",") != "done,free" {
+		t.Errorf("candidates %v, want done and free (not busy, whose job is not finished)", names)
 	}
 }

@@ -55,14 +55,18 @@ type recording struct {
 	f *Reads
 }
 
+// note remembers the version a write returned. A failed write may still have been applied (a
+// timeout): what was remembered is forgotten, and the next read goes to the API server.
 func (c recording) note(obj client.Object, err error) {
-	if err != nil {
-		return
-	}
 	if gvk, gerr := c.GroupVersionKindFor(obj); gerr != nil || gvk != c.f.Kind {
 		return
 	}
-	c.f.seen.Store(types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}, obj.GetResourceVersion())
+	key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	if err != nil {
+		c.f.seen.Delete(key)
+		return
+	}
+	c.f.seen.Store(key, obj.GetResourceVersion())
 }
 
 func (c recording) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {

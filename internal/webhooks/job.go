@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,11 +13,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/bmc"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 )
 
 // maxJobTaskTimeout bounds a task's timeout: a job is a short operation, not a maintenance.
 const maxJobTaskTimeout = 24 * time.Hour
+
+// maxJobTTL bounds how long a finished job is kept.
+const maxJobTTL = 30 * 24 * time.Hour
 
 // +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-redfishjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=redfishjobs,verbs=create;update,versions=v1alpha1,name=validation.redfishjob.infrastructure.cluster.x-k8s.io,admissionReviewVersions=v1
 
@@ -72,12 +77,23 @@ func (v *Job) ValidateDelete(context.Context, *infrav1.RedfishJob) (admission.Wa
 func validateJob(j *infrav1.RedfishJob) field.ErrorList {
 	var errs field.ErrorList
 	for i, t := range j.Spec.Tasks {
-		if t.Timeout != nil && (t.Timeout.Duration <= 0 || t.Timeout.Duration > maxJobTaskTimeout) {
-			errs = append(errs, field.Invalid(field.NewPath("spec", "tasks").Index(i).Child("timeout"), t.Timeout.Duration.String(), "must be more than 0 and at most 24h"))
+		path := field.NewPath("spec", "tasks").Index(i)
+		if t.Timeout != nil && (t.Timeout.Duration < time.Second || t.Timeout.Duration > maxJobTaskTimeout) {
+			errs = append(errs, field.Invalid(path.Child("timeout"), t.Timeout.Duration.String(), "must be at least 1s and at most 24h"))
+		}
+		if m := t.InsertMedia; m != nil {
+			u, err := url.Parse(m.URL)
+			switch {
+			case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+				errs = append(errs, field.Invalid(path.Child("insertMedia", "url"), bmc.Redact(m.URL), "must be an http or https URL with a host"))
+			case u.User != nil:
+				// The spec is readable by anyone who can read jobs: no credentials in it.
+				errs = append(errs, field.Invalid(path.Child("insertMedia", "url"), bmc.Redact(m.URL), "must not carry credentials (user:password@); serve the image without them, or from a pre-signed URL"))
+			}
 		}
 	}
-	if ttl := j.Spec.TTLAfterFinished; ttl != nil && ttl.Duration < 0 {
-		errs = append(errs, field.Invalid(field.NewPath("spec", "ttlAfterFinished"), ttl.Duration.String(), "must not be negative"))
+	if ttl := j.Spec.TTLAfterFinished; ttl != nil && (ttl.Duration < 0 || ttl.Duration > maxJobTTL) {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "ttlAfterFinished"), ttl.Duration.String(), "must be between 0 and 720h (30 days)"))
 	}
 	return errs
 }

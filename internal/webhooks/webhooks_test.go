@@ -1,8 +1,10 @@
 package webhooks
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -190,5 +192,49 @@ func TestAnUnchangedServiceBootDoesNotBlockOtherUpdates(t *testing.T) {
 	updated.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "remediation/r1", Mode: infrav1.RebootModeHard}}
 	if _, err := (&Host{}).ValidateUpdate(t.Context(), old, updated); err != nil {
 		t.Fatalf("a reboot request refused because of an unchanged service boot: %v", err)
+	}
+}
+
+// A RedfishJob with a timeout under a second, a media URL without a host or with credentials, or
+// a TTL beyond 30 days is refused, naming the field; the credentials are not echoed back.
+func TestJobValidation(t *testing.T) {
+	job := func(mut func(*infrav1.RedfishJob)) *infrav1.RedfishJob {
+		j := &infrav1.RedfishJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "j"},
+			Spec: infrav1.RedfishJobSpec{HostName: "h", Tasks: []infrav1.JobTask{{Power: infrav1.JobPowerOn}}}}
+		mut(j)
+		return j
+	}
+	for name, tc := range map[string]struct {
+		j    *infrav1.RedfishJob
+		want string
+	}{
+		"ok": {job(func(*infrav1.RedfishJob) {}), ""},
+		"timeout": {job(func(j *infrav1.RedfishJob) { j.Spec.Tasks[0].Timeout = &metav1.Duration{Duration: time.Millisecond} }),
+			"spec.tasks[0].timeout: Invalid value: \"1ms\": must be at least 1s"},
+		"no host": {job(func(j *infrav1.RedfishJob) {
+			j.Spec.Tasks[0] = infrav1.JobTask{InsertMedia: &infrav1.JobMedia{URL: "https://"}}
+		}),
+			"spec.tasks[0].insertMedia.url: Invalid value: \"https://\": must be an http or https URL with a host"},
+		"credentials": {job(func(j *infrav1.RedfishJob) {
+			j.Spec.Tasks[0] = infrav1.JobTask{InsertMedia: &infrav1.JobMedia{URL: "https://admin:s3cret@images.example/x.iso"}}
+		}), "must not carry credentials"},
+		"ttl": {job(func(j *infrav1.RedfishJob) { j.Spec.TTLAfterFinished = &metav1.Duration{Duration: 31 * 24 * time.Hour} }),
+			"spec.ttlAfterFinished: Invalid value: \"744h0m0s\": must be between 0 and 720h"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := (&Job{}).ValidateCreate(context.Background(), tc.j)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("the error echoes the password: %v", err)
+			}
+		})
 	}
 }

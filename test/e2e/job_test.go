@@ -95,8 +95,9 @@ var _ = Describe("RedfishJobs", Label("redfish-job"), func() {
 			Expect(enabled).To(Equal("Disabled"), "the override on %s was for one boot only", n)
 		}
 
-		By("a second job on a host waits for the first, then runs")
+		By("a second job on a host waits for the first, then runs; each reset goes out once")
 		host := hostOf[b.fleet.Servers[0].ID()]
+		restartsBefore := b.fleet.Servers[0].Stats().Resets["ForceRestart"]
 		Expect(env.Create(ctx, job("first", host, infrav1.JobTask{Power: infrav1.JobPowerForceOff}, infrav1.JobTask{Power: infrav1.JobPowerOn}))).To(Succeed())
 		Expect(env.Create(ctx, job("second", host, infrav1.JobTask{Power: infrav1.JobPowerForceRestart}))).To(Succeed())
 		Eventually(func(g Gomega) {
@@ -112,6 +113,16 @@ var _ = Describe("RedfishJobs", Label("redfish-job"), func() {
 			g.Expect(first.Status.CompletionTime).NotTo(BeNil())
 			g.Expect(second.Status.StartTime.Time).NotTo(BeTemporally("<", first.Status.CompletionTime.Time), "the second job started before the first ended")
 		}, time.Minute).Should(Succeed())
+		Expect(b.fleet.Servers[0].Stats().Resets["ForceRestart"]-restartsBefore).To(Equal(1), "ForceRestarts accepted")
+
+		By("a job on a host that does not exist waits for it")
+		Expect(env.Create(ctx, job("no-host", "no-such-host", infrav1.JobTask{Power: infrav1.JobPowerOn}))).To(Succeed())
+		Eventually(func(g Gomega) {
+			c := findCondition(get(g, "no-host").Status.Conditions, infrav1.JobRunningCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(infrav1.JobWaitingForHostReason))
+			g.Expect(c.Message).To(ContainSubstring("RedfishHost no-such-host does not exist in namespace " + b.ns))
+		}).Should(Succeed())
 
 		By("while a job runs the host controller leaves the power alone; after it, the host gets the power it wants back")
 		slow := b.fleet.Servers[1]
@@ -196,7 +207,7 @@ var _ = Describe("RedfishJobs", Label("redfish-job"), func() {
 		Eventually(func() bool {
 			return apierrors.IsNotFound(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: "short-ttl"}, &infrav1.RedfishJob{}))
 		}, 30*time.Second).Should(BeTrue())
-		Expect(time.Since(done)).To(BeNumerically(">=", 3*time.Second-time.Second), "deleted before its TTL") // completionTime has whole seconds
+		Expect(time.Since(done)).To(BeNumerically(">=", 3*time.Second), "deleted before its TTL")
 		Consistently(func(g Gomega) { get(g, "first") }, 2*time.Second).Should(Succeed(), "a job with the default TTL (1h) was deleted")
 	})
 })

@@ -1,0 +1,117 @@
+package job
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/bmc"
+	"github.com/caprf/cluster-api-provider-redfish/controllers/host"
+	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+)
+
+// world is a fake API server with hosts, jobs and maintenances, and a job reconciler on it whose
+// BMC records what it is sent.
+func world(t *testing.T, objs ...client.Object) (*Reconciler, client.Client, *scriptedBMC) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, infrav1.AddToScheme, expv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
+		WithStatusSubresource(&infrav1.RedfishJob{}, &infrav1.RedfishHost{}, &expv1.RedfishMaintenance{}).
+		WithIndex(&infrav1.RedfishJob{}, host.JobHostIndex, host.IndexJobHost).Build()
+	b := &scriptedBMC{states: []bmc.PowerState{bmc.PowerOff}}
+	r := &Reconciler{Client: c, APIReader: c, PollInterval: 2 * time.Second, Now: time.Now,
+		Connect: func(context.Context, *infrav1.RedfishHost) (host.BMC, error) { return b, nil }}
+	return r, c, b
+}
+
+func availableHost(name string) *infrav1.RedfishHost {
+	h := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+	h.Status.State = infrav1.HostStateAvailable
+	return h
+}
+
+func onJob(name, hostName string) *infrav1.RedfishJob {
+	return &infrav1.RedfishJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+		Spec: infrav1.RedfishJobSpec{HostName: hostName, Tasks: []infrav1.JobTask{{Power: infrav1.JobPowerOn}}}}
+}
+
+func reconcileJob(t *testing.T, r *Reconciler, c client.Client, name string) *infrav1.RedfishJob {
+	t.Helper()
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	j := &infrav1.RedfishJob{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: name}, j); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// Two jobs of one host that both started (each from a cache without the other's start): before
+// its first task each confirms from the API server, and the one that started later goes back to
+// waiting; nothing reaches the BMC for it.
+func TestOfTwoJobsStartedAtOnceTheFirstKeepsTheHost(t *testing.T) {
+	early, late := onJob("b-early", "h"), onJob("a-late", "h")
+	t0 := time.Now().Add(-time.Second)
+	for i, j := range []*infrav1.RedfishJob{early, late} {
+		at := metav1.NewMicroTime(t0.Add(time.Duration(i) * time.Millisecond))
+		j.Status.StartTime = &at
+		j.Status.Tasks = []infrav1.JobTaskStatus{{State: infrav1.JobTaskPending}}
+	}
+	r, c, b := world(t, availableHost("h"), early, late)
+	got := reconcileJob(t, r, c, "a-late")
+	if got.Status.StartTime != nil || b.tried != 0 {
+		t.Fatalf("the later job kept its start (%v) or sent %d resets", got.Status.StartTime, b.tried)
+	}
+	if cond := conditions.Get(got, infrav1.JobRunningCondition); cond == nil || cond.Reason != infrav1.JobWaitingForJobReason {
+		t.Errorf("later job: %+v, want waiting for b-early (status %+v)", cond, got.Status)
+	}
+	got = reconcileJob(t, r, c, "b-early")
+	if got.Status.Tasks[0].State == infrav1.JobTaskPending || b.tried != 1 {
+		t.Errorf("the earlier job did not run: %+v, %d resets", got.Status.Tasks, b.tried)
+	}
+}
+
+// A host claimed between a job's start and its first task fails the job (HostInUse) without a
+// BMC request, unless a maintenance has the host in stage InMaintenance.
+func TestAJobOnAClaimedHostFailsUnlessTheHostIsInMaintenance(t *testing.T) {
+	for _, stage := range []expv1.MaintenanceStage{"", expv1.StageApproved, expv1.StageInMaintenance} {
+		h := availableHost("h")
+		h.Status.State = infrav1.HostStateProvisioned
+		h.Status.Claim = &infrav1.HostClaim{Consumer: infrav1.ObjectRef{Kind: "RedfishMachine", Namespace: "ns", Name: "m1"}}
+		j := onJob("j", "h")
+		at := metav1.NowMicro()
+		j.Status.StartTime, j.Status.Tasks = &at, []infrav1.JobTaskStatus{{State: infrav1.JobTaskPending}}
+		objs := []client.Object{h, j}
+		if stage != "" {
+			objs = append(objs, &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "bios"},
+				Spec: expv1.RedfishMaintenanceSpec{HostName: "h"}, Status: expv1.RedfishMaintenanceStatus{Stage: stage}})
+		}
+		r, c, b := world(t, objs...)
+		got := reconcileJob(t, r, c, "j")
+		failed := conditions.Get(got, infrav1.JobFailedCondition)
+		if stage == expv1.StageInMaintenance {
+			if failed != nil && failed.Status == metav1.ConditionTrue || b.tried != 1 {
+				t.Errorf("in maintenance: failed %+v, %d resets; want it run", failed, b.tried)
+			}
+			continue
+		}
+		if failed == nil || failed.Reason != infrav1.JobHostInUseReason || b.tried != 0 {
+			t.Errorf("maintenance stage %q: failed %+v, %d resets; want HostInUse and nothing sent", stage, failed, b.tried)
+		}
+	}
+}
