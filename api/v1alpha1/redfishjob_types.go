@@ -166,6 +166,7 @@ const (
 // +kubebuilder:subresource:status
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
 // +kubebuilder:resource:path=redfishjobs,scope=Namespaced,categories=cluster-api,shortName=rfj
+// +kubebuilder:selectablefield:JSONPath=".spec.hostName"
 // +kubebuilder:printcolumn:name="Host",type="string",JSONPath=".spec.hostName"
 // +kubebuilder:printcolumn:name="Running",type="string",JSONPath=".status.conditions[?(@.type==\"Running\")].status"
 // +kubebuilder:printcolumn:name="Completed",type="string",JSONPath=".status.conditions[?(@.type==\"Completed\")].status"

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -32,6 +33,10 @@ import (
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
 )
+
+// HostField is the field selector the API server offers on RedfishJobs (a selectable field of the
+// CRD): the jobs of one host are listed without the namespace's others.
+const HostField = "spec.hostName"
 
 // Defaults of the API.
 const (
@@ -235,7 +240,8 @@ func (r *Reconciler) hostUsable(ctx context.Context, j *infrav1.RedfishJob, h *i
 // usable (no claim made since, not deleted).
 func (r *Reconciler) confirm(ctx context.Context, j *infrav1.RedfishJob) (bool, ctrl.Result, error) {
 	all := &infrav1.RedfishJobList{}
-	if err := r.APIReader.List(ctx, all, client.InNamespace(j.Namespace)); err != nil {
+	if err := r.APIReader.List(ctx, all, client.InNamespace(j.Namespace),
+		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector(HostField, j.Spec.HostName)}); err != nil {
 		return false, ctrl.Result{}, err
 	}
 	for i := range all.Items {

@@ -31,7 +31,7 @@ func world(t *testing.T, objs ...client.Object) (*Reconciler, client.Client, *sc
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
 		WithStatusSubresource(&infrav1.RedfishJob{}, &infrav1.RedfishHost{}, &expv1.RedfishMaintenance{}).
-		WithIndex(&infrav1.RedfishJob{}, host.JobHostIndex, host.IndexJobHost).Build()
+		WithIndex(&infrav1.RedfishJob{}, host.JobHostIndex, host.IndexJobHost).WithIndex(&infrav1.RedfishJob{}, HostField, host.IndexJobHost).Build()
 	b := &scriptedBMC{states: []bmc.PowerState{bmc.PowerOff}}
 	r := &Reconciler{Client: c, APIReader: c, PollInterval: 2 * time.Second, Now: time.Now,
 		Connect: func(context.Context, *infrav1.RedfishHost) (host.BMC, error) { return b, nil }}

@@ -27,7 +27,13 @@ var _ = Describe("RedfishJobs", Label("redfish-job"), func() {
 		}
 		// One server per profile, then two default ones: one for a cluster, one that hangs.
 		profiles = append(profiles, simulator.Profiles["dmtf"], simulator.Profiles["dmtf"])
-		b := startBed("jobs", len(profiles), bedOptions{powerLatency: 300 * time.Millisecond, fleet: simulator.FleetOptions{Profiles: profiles}})
+		cpIndex := len(names) // the first extra server: the only one a Machine may claim
+		b := startBed("jobs", len(profiles), bedOptions{powerLatency: 300 * time.Millisecond, fleet: simulator.FleetOptions{Profiles: profiles},
+			mutate: func(i int, h *infrav1.RedfishHost) {
+				if i == cpIndex {
+					h.Labels = map[string]string{"role": "control-plane"}
+				}
+			}})
 		var mu sync.Mutex
 		boots := map[string][]simulator.BootEvent{}
 		b.fleet.OnBoot(func(ev simulator.BootEvent) {
@@ -156,6 +162,7 @@ var _ = Describe("RedfishJobs", Label("redfish-job"), func() {
 		b.createCluster("jobs")
 		// Claimed is enough to serve a Machine (no OS runs here: the Machine never gets Running).
 		cpData, cpRM, cpMachine := sample.ControlPlane(b.ns, b.cluster.Name, b.ns+"-cp")
+		cpRM.Spec.HostSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"role": "control-plane"}}
 		for _, o := range []client.Object{cpData, cpRM, cpMachine} {
 			Expect(env.Create(ctx, o)).To(Succeed())
 		}
@@ -171,12 +178,8 @@ var _ = Describe("RedfishJobs", Label("redfish-job"), func() {
 		Expect(err.Error()).To(ContainSubstring("only while a RedfishMaintenance has it in stage InMaintenance"))
 
 		By("a hung BMC fails its task at the task's timeout, naming the task")
-		var hung *simulator.Server
-		for _, s := range b.fleet.Servers[len(names):] {
-			if hostOf[s.ID()] != claimed {
-				hung = s
-			}
-		}
+		Expect(claimed).To(Equal(hostOf[b.fleet.Servers[cpIndex].ID()]))
+		hung := b.fleet.Servers[cpIndex+1]
 		hung.Fault.Hang()
 		DeferCleanup(hung.Fault.Unhang)
 		timeout := 3 * time.Second

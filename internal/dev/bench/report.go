@@ -31,6 +31,7 @@ type Report struct {
 // ReportOptions are the settings a run used.
 type ReportOptions struct {
 	Hosts                 int      `json:"hosts"`
+	Jobs                  int      `json:"jobs,omitempty"`
 	Servers               int      `json:"servers"`
 	MaxSurge              int      `json:"maxSurge"`
 	PowerLatencySeconds   float64  `json:"powerLatencySeconds"`
@@ -48,7 +49,7 @@ type ReportOptions struct {
 
 func reportOptionsOf(o Options, servers int) ReportOptions {
 	return ReportOptions{
-		Hosts: o.Hosts, Servers: servers, MaxSurge: o.MaxSurge,
+		Hosts: o.Hosts, Jobs: o.Jobs, Servers: servers, MaxSurge: o.MaxSurge,
 		PowerLatencySeconds: o.PowerLatency.Seconds(), BootTimeSeconds: o.BootTime.Seconds(),
 		RequestLatencySeconds: o.RequestLatency.Seconds(), EraseSeconds: o.EraseDuration.Seconds(),
 		Concurrency: o.Concurrency, QPS: o.QPS, Burst: o.Burst, BMCCheckInterval: o.BMCCheckInterval.String(),
@@ -123,8 +124,12 @@ func (p *Phase) setFloor(floor time.Duration, model string) {
 // WriteTable prints the report for people.
 func (r *Report) WriteTable(w io.Writer) {
 	o := r.Options
-	fmt.Fprintf(w, "\nN = %d hosts (%d servers: + maxSurge %d + 1 control plane); P = %gs power, B = %gs OS boot, R = %gs per Redfish request, E = %gs erase\n",
-		o.Hosts, o.Servers, o.MaxSurge, o.PowerLatencySeconds, o.BootTimeSeconds, o.RequestLatencySeconds, o.EraseSeconds)
+	if o.Jobs > 0 {
+		fmt.Fprintf(w, "\nRedfishJob benchmark: %d hosts, one job each per phase; P = %gs power, R = %gs per Redfish request\n", o.Servers, o.PowerLatencySeconds, o.RequestLatencySeconds)
+	} else {
+		fmt.Fprintf(w, "\nN = %d hosts (%d servers: + maxSurge %d + 1 control plane); P = %gs power, B = %gs OS boot, R = %gs per Redfish request, E = %gs erase\n",
+			o.Hosts, o.Servers, o.MaxSurge, o.PowerLatencySeconds, o.BootTimeSeconds, o.RequestLatencySeconds, o.EraseSeconds)
+	}
 	fmt.Fprintf(w, "manager: --concurrency %d --kube-api-qps %g --kube-api-burst %d --bmc-check-interval %s --leader-elect=false %s; CAPI: concurrency %d, %g QPS\n\n",
 		o.Concurrency, o.QPS, o.Burst, o.BMCCheckInterval, strings.Join(o.ManagerArgs, " "), o.CAPIConcurrency, o.CAPIQPS)
 
