@@ -111,6 +111,8 @@ type Reconciler struct {
 	// gate serialises the decision to start a maintenance (leave Approved): two maintenances
 	// deciding at once could both see room in one budget.
 	gate sync.Mutex
+	// messages remembers when each waiting maintenance's message was last rewritten (see waiting).
+	messages sync.Map // types.NamespacedName -> time.Time
 }
 
 // SetupWithManager registers the controller and the index it needs.
@@ -177,6 +179,9 @@ func requestor(m *expv1.RedfishMaintenance) string { return RequestorPrefix + m.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	m := &expv1.RedfishMaintenance{}
 	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.messages.Delete(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	helper, err := patch.NewHelper(m, r.Client)
@@ -705,9 +710,28 @@ func stageTime(m *expv1.RedfishMaintenance, s expv1.MaintenanceStage) *metav1.Ti
 	return nil
 }
 
+// waiting says why the maintenance does not move on. While the reason stays the same, a changed
+// message is written at most every messageRefresh: the budget's counts in it move with every host
+// of a fleet maintenance, and rewriting every waiting maintenance's status at each move was most
+// of the API load of one (docs/performance.md).
 func (r *Reconciler) waiting(m *expv1.RedfishMaintenance, reason, format string, args ...any) {
-	conditions.Set(m, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: reason, Message: fmt.Sprintf(format, args...)})
+	msg := fmt.Sprintf(format, args...)
+	key := types.NamespacedName{Namespace: m.Namespace, Name: m.Name}
+	now := r.Now()
+	if c := conditions.Get(m, infrav1.ReadyCondition); c != nil && c.Status == metav1.ConditionFalse && c.Reason == reason {
+		if c.Message == msg {
+			return
+		}
+		if last, ok := r.messages.Load(key); ok && now.Sub(last.(time.Time)) < r.messageRefresh() {
+			return // the message it has says the same thing, a moment older
+		}
+	}
+	r.messages.Store(key, now)
+	conditions.Set(m, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: reason, Message: msg})
 }
+
+// messageRefresh is how long a waiting maintenance keeps a message whose figures have moved.
+func (r *Reconciler) messageRefresh() time.Duration { return 10 * r.PollInterval }
 
 func (r *Reconciler) event(m *expv1.RedfishMaintenance, reason, format string, args ...any) {
 	if r.Recorder != nil {
