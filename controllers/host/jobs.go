@@ -34,11 +34,6 @@ func JobRunning(jobs []infrav1.RedfishJob) bool {
 	return slices.ContainsFunc(jobs, func(j infrav1.RedfishJob) bool { return j.Status.StartTime != nil && !j.Finished() })
 }
 
-// JobUnfinished says whether one of the jobs has not finished (running or waiting to run).
-func JobUnfinished(jobs []infrav1.RedfishJob) bool {
-	return slices.ContainsFunc(jobs, func(j infrav1.RedfishJob) bool { return !j.Finished() })
-}
-
 // jobRunning says whether a RedfishJob runs on the host: the host controller then leaves its power
 // alone (the job's end wakes the host, which then restores the power it wants).
 func (r *Reconciler) jobRunning(ctx context.Context, h *infrav1.RedfishHost) (bool, error) {
