@@ -40,6 +40,23 @@ func (c *client) BIOSAttributes(ctx context.Context) (map[string]any, error) {
 	return out, nil
 }
 
+func (c *client) CheckBIOSAttributes(ctx context.Context, attrs map[string]any) error {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	b, err := c.bios(ctx)
+	if err != nil {
+		return err
+	}
+	reg, err := c.attributeRegistry(ctx, b.AttributeRegistry)
+	if err != nil {
+		return err
+	}
+	if problems := checkAttributes(reg, b.Attributes, attrs); len(problems) > 0 {
+		return &UnknownAttributesError{Problems: problems}
+	}
+	return nil
+}
+
 func (c *client) SetBIOSAttributes(ctx context.Context, attrs map[string]any) error {
 	ctx, cancel := c.call(ctx)
 	defer cancel()

@@ -51,6 +51,10 @@ type Client interface {
 	EjectMedia(ctx context.Context, match string) error
 	// BIOSAttributes reads the current BIOS attributes.
 	BIOSAttributes(ctx context.Context) (map[string]any, error)
+	// CheckBIOSAttributes checks attrs against the BMC's attribute registry (or, without one, the
+	// current attributes' names and types) and changes nothing: *UnknownAttributesError names each
+	// problem (never a value of the BMC's).
+	CheckBIOSAttributes(ctx context.Context, attrs map[string]any) error
 	// SetBIOSAttributes checks attrs against the BMC's attribute registry, then stages them in
 	// the @Redfish.Settings object; they apply on the next reset.
 	SetBIOSAttributes(ctx context.Context, attrs map[string]any) error
@@ -58,7 +62,11 @@ type Client interface {
 	// update is already running on the BMC it returns that task instead of starting another. An
 	// update accepted without a monitor is followed through the task the BMC lists; "" means the
 	// BMC accepted it and lists no task: verify against the firmware inventory, never resend.
-	UpdateFirmware(ctx context.Context, imageURI string, target FirmwareTarget) (string, error)
+	// creds, when set, are what the BMC (or, for a pushed image, the provider) presents to the
+	// image server.
+	UpdateFirmware(ctx context.Context, imageURI string, target FirmwareTarget, creds *ImageCredentials) (string, error)
+	// FirmwareVersion reads the version of the BIOS or the BMC firmware running now.
+	FirmwareVersion(ctx context.Context, target FirmwareTarget) (string, error)
 	// TaskStatus reads a task through its monitor or task URI.
 	TaskStatus(ctx context.Context, uri string) (*Task, error)
 	// ErasesInProgress counts, among the given drives, those still reporting an erase.

@@ -121,12 +121,12 @@ func TestFirmwareUpdateProgressesAndIsNeverStartedTwice(t *testing.T) {
 	c := connectTo(t, s, Options{})
 	ctx := context.Background()
 
-	uri, err := c.UpdateFirmware(ctx, "http://firmware.example/U46-v2.90.bin", FirmwareBIOS)
+	uri, err := c.UpdateFirmware(ctx, "http://firmware.example/U46-v2.90.bin", FirmwareBIOS, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A second request while the first runs (say, after a lost answer) follows the same task.
-	again, err := c.UpdateFirmware(ctx, "http://firmware.example/U46-v2.90.bin", FirmwareBIOS)
+	again, err := c.UpdateFirmware(ctx, "http://firmware.example/U46-v2.90.bin", FirmwareBIOS, nil)
 	if err != nil || again != uri {
 		t.Fatalf("second call = %q, %v; want the running task %q", again, err, uri)
 	}
@@ -146,8 +146,8 @@ func TestFirmwareUpdateProgressesAndIsNeverStartedTwice(t *testing.T) {
 	if len(seen) < 2 {
 		t.Errorf("progress was never observed between start and end: %v", seen)
 	}
-	if bios, _ := s.FirmwareVersions(); bios != "U46-v2.90" {
-		t.Errorf("BIOS version = %q", bios)
+	if bios, _ := s.FirmwareVersions(); bios == "U46-v2.90" || s.PendingBIOSVersion() != "U46-v2.90" {
+		t.Errorf("BIOS version = %q, staged %q: want the image staged until the next boot", bios, s.PendingBIOSVersion())
 	}
 	if n := s.Stats().SimpleUpdates; n != 1 {
 		t.Errorf("SimpleUpdate sent %d times, want 1", n)

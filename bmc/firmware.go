@@ -26,7 +26,30 @@ const (
 	FirmwareBMC  FirmwareTarget = "BMC"
 )
 
-func (c *client) UpdateFirmware(ctx context.Context, imageURI string, target FirmwareTarget) (string, error) {
+// ImageCredentials are the image server's user name and password.
+type ImageCredentials struct {
+	Username string
+	Password string
+}
+
+func (c *client) FirmwareVersion(ctx context.Context, target FirmwareTarget) (string, error) {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	sys, err := c.system(ctx)
+	if err != nil {
+		return "", err
+	}
+	if target == FirmwareBIOS {
+		return sys.BiosVersion, nil
+	}
+	managers, err := sys.ManagedBy()
+	if err != nil || len(managers) == 0 {
+		return "", fmt.Errorf("reading the BMC manager: %w", classify(err))
+	}
+	return managers[0].FirmwareVersion, nil
+}
+
+func (c *client) UpdateFirmware(ctx context.Context, imageURI string, target FirmwareTarget, creds *ImageCredentials) (string, error) {
 	parent := ctx // a push is bounded by PushTimeout, not by the call timeout
 	ctx, cancel := c.call(ctx)
 	defer cancel()
@@ -66,15 +89,18 @@ func (c *client) UpdateFirmware(ctx context.Context, imageURI string, target Fir
 			protocol = schemas.HTTPSTransferProtocolType
 		}
 		target := actionTarget(us.RawData, "#UpdateService.SimpleUpdate", us.ODataID)
-		resp, err := c.request(ctx, http.MethodPost, target, //nolint:bodyclose // taskOf closes it
-			map[string]any{"ImageURI": imageURI, "Targets": targets, "TransferProtocol": protocol})
+		body := map[string]any{"ImageURI": imageURI, "Targets": targets, "TransferProtocol": protocol}
+		if creds != nil {
+			body["Username"], body["Password"] = creds.Username, creds.Password
+		}
+		resp, err := c.request(ctx, http.MethodPost, target, body) //nolint:bodyclose // taskOf closes it
 		if err != nil {
 			return "", fmt.Errorf("starting firmware update: %w", err)
 		}
 		uri = taskOf(resp)
 	default:
 		// Only a push: the image is streamed from its server to the BMC through the manager.
-		if uri, err = c.push(parent, us.MultipartHTTPPushURI, imageURI, targets); err != nil {
+		if uri, err = c.push(parent, us.MultipartHTTPPushURI, imageURI, targets, creds); err != nil {
 			return "", fmt.Errorf("starting firmware update: %w", err)
 		}
 	}
@@ -113,10 +139,10 @@ func (c *client) runningUpdate(api *gofish.APIClient) (string, error) {
 // with the targets first, then UpdateFile): nothing is held in memory or on disk, and the request
 // is sent once (its body cannot be read again). It is bounded by PushTimeout and returns the
 // task to follow ("" when the BMC named none).
-func (c *client) push(ctx context.Context, pushURI, imageURI string, targets []string) (string, error) {
+func (c *client) push(ctx context.Context, pushURI, imageURI string, targets []string, creds *ImageCredentials) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.PushTimeout)
 	defer cancel()
-	img, name, size, err := openImage(ctx, imageURI)
+	img, name, size, err := openImage(ctx, imageURI, creds)
 	if err != nil {
 		return "", err
 	}
@@ -172,7 +198,7 @@ func (c *client) push(ctx context.Context, pushURI, imageURI string, targets []s
 
 // openImage starts downloading a firmware image: its body, file name (BMCs read it) and size
 // (-1 when the server does not say).
-func openImage(ctx context.Context, imageURI string) (io.ReadCloser, string, int64, error) {
+func openImage(ctx context.Context, imageURI string, creds *ImageCredentials) (io.ReadCloser, string, int64, error) {
 	u, err := url.Parse(imageURI)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		return nil, "", 0, fmt.Errorf("firmware image %q: only http and https images can be pushed", Redact(imageURI))
@@ -184,6 +210,9 @@ func openImage(ctx context.Context, imageURI string) (io.ReadCloser, string, int
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, imageURI, nil)
 	if err != nil {
 		return nil, "", 0, fmt.Errorf("firmware image %s: %s", Redact(imageURI), Redact(err.Error()))
+	}
+	if creds != nil {
+		req.SetBasicAuth(creds.Username, creds.Password)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -62,7 +62,7 @@ func TestEveryMethodOnEveryProfile(t *testing.T) {
 				{"BIOSAttributes", func() error { _, err := c.BIOSAttributes(ctx); return err }},
 				{"SetBIOSAttributes", func() error { return c.SetBIOSAttributes(ctx, map[string]any{"BootMode": "Uefi"}) }},
 				{"UpdateFirmware", func() error {
-					_, err := c.UpdateFirmware(ctx, images.URL+"/bios.bin", FirmwareBIOS)
+					_, err := c.UpdateFirmware(ctx, images.URL+"/bios.bin", FirmwareBIOS, nil)
 					return err
 				}},
 				{"EraseDrives", func() error { _, err := c.EraseDrives(ctx); return err }},
@@ -309,11 +309,11 @@ func TestFirmwareUpdateAcceptedWithoutAMonitorIsNeverSentTwice(t *testing.T) {
 	ctx := context.Background()
 	s := newSim(t, simulator.Config{Profile: simulator.Profiles["manager-media"]})
 	c := connectTo(t, s, Options{})
-	first, err := c.UpdateFirmware(ctx, "http://images.example/bios-2.1.bin", FirmwareBIOS)
+	first, err := c.UpdateFirmware(ctx, "http://images.example/bios-2.1.bin", FirmwareBIOS, nil)
 	if err != nil {
 		t.Fatalf("an update accepted with 204: %v", err)
 	}
-	again, err := c.UpdateFirmware(ctx, "http://images.example/bios-2.1.bin", FirmwareBIOS)
+	again, err := c.UpdateFirmware(ctx, "http://images.example/bios-2.1.bin", FirmwareBIOS, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,30 +503,30 @@ func TestFirmwareUpdateOnEveryProfile(t *testing.T) {
 				})
 				return last
 			}
-			uri, err := c.UpdateFirmware(ctx, images.URL+"/sized/U46-v2.90.bin", FirmwareBIOS)
+			uri, err := c.UpdateFirmware(ctx, images.URL+"/sized/U46-v2.90.bin", FirmwareBIOS, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if task := follow(uri); task.Failed {
 				t.Fatalf("update failed: %+v", task)
 			}
-			if bios, _ := s.FirmwareVersions(); bios != "U46-v2.90" {
-				t.Errorf("BIOS version %q after the update, want U46-v2.90", bios)
+			if staged := s.PendingBIOSVersion(); staged != "U46-v2.90" {
+				t.Errorf("BIOS version %q staged after the update, want U46-v2.90", staged)
 			}
 			if st := s.Stats(); p.PushUpdatesOnly && st.PushedBytes != 64<<10 {
 				t.Errorf("%d bytes pushed, want the image's %d", st.PushedBytes, 64<<10)
 			}
 
 			s.Fault.FailUpdates(1)
-			uri, err = c.UpdateFirmware(ctx, images.URL+"/fw/U46-v3.00.bin", FirmwareBIOS)
+			uri, err = c.UpdateFirmware(ctx, images.URL+"/fw/U46-v3.00.bin", FirmwareBIOS, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if task := follow(uri); !task.Failed || !strings.Contains(task.Message, "rejected") {
 				t.Errorf("an update the BMC rejected (Completed, Critical) read as %+v, want failed with the BMC's message", task)
 			}
-			if bios, _ := s.FirmwareVersions(); bios != "U46-v2.90" {
-				t.Errorf("BIOS version %q after a rejected update, want U46-v2.90 unchanged", bios)
+			if staged := s.PendingBIOSVersion(); staged != "U46-v2.90" {
+				t.Errorf("BIOS version %q staged after a rejected update, want U46-v2.90 unchanged", staged)
 			}
 			if p.PurgeTasksAfter > 0 {
 				waitFor(t, 5*time.Second, "the task to be forgotten", func() (bool, any) {
@@ -552,7 +552,7 @@ func TestFirmwarePushStreamsTheImage(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	if _, err := c.UpdateFirmware(context.Background(), images.URL+"/U46-v2.91.bin", FirmwareBIOS); err != nil {
+	if _, err := c.UpdateFirmware(context.Background(), images.URL+"/U46-v2.91.bin", FirmwareBIOS, nil); err != nil {
 		t.Fatal(err)
 	}
 	runtime.ReadMemStats(&after)

@@ -13,6 +13,9 @@ import (
 	"github.com/stmcginnis/gofish/schemas"
 )
 
+// TaskGone is the State of a task the BMC no longer knows (its outcome is unknown).
+const TaskGone = "Gone"
+
 // Task is the progress of an asynchronous BMC operation.
 type Task struct {
 	URI     string
@@ -39,7 +42,7 @@ func (c *client) TaskStatus(ctx context.Context, uri string) (*Task, error) {
 			switch code := re.HTTPReturnedStatusCode; {
 			case code == http.StatusNotFound:
 				// Forgotten: the outcome is unknown, so it counts as failed (fail closed).
-				return &Task{URI: uri, State: "Gone", Done: true, Failed: true, Message: "the BMC no longer knows this task; its outcome is unknown"}, nil
+				return &Task{URI: uri, State: TaskGone, Done: true, Failed: true, Message: "the BMC no longer knows this task; its outcome is unknown"}, nil
 			case code >= 400 && code != http.StatusUnauthorized && code != http.StatusForbidden && code != http.StatusServiceUnavailable:
 				// The operation's own (failed) answer.
 				return &Task{URI: uri, State: string(schemas.ExceptionTaskState), Done: true, Failed: true, Message: Redact(re.Message)}, nil

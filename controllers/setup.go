@@ -3,6 +3,7 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
@@ -10,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
 	"github.com/caprf/cluster-api-provider-redfish/controllers/cluster"
 	"github.com/caprf/cluster-api-provider-redfish/controllers/host"
@@ -55,7 +57,7 @@ type Options struct {
 //
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishhosts;redfishmachines;redfishclusters;redfishremediations,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishremediations/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishjobs,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishjobs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishjobs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmaintenances;redfishmaintenancepolicies,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmaintenances,verbs=delete
@@ -118,7 +120,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if opts.Maintenance {
 		if err := (&maintenance.Reconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), PollInterval: opts.PollInterval, ClusterCache: opts.ClusterCache,
-			Recorder: mgr.GetEventRecorder("redfishmaintenance-controller"),
+			Recorder: mgr.GetEventRecorder("redfishmaintenance-controller"), Connect: maintenanceBMC(hosts),
 		}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 			return err
 		}
@@ -134,4 +136,20 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	return (&cluster.Reconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr, opts.Controller)
+}
+
+// maintenanceBMC hands the maintenance controller the host's pooled BMC client (one session per
+// BMC, shared with the host and job controllers).
+func maintenanceBMC(hosts *host.Reconciler) func(context.Context, *infrav1.RedfishHost) (maintenance.BMC, error) {
+	return func(ctx context.Context, h *infrav1.RedfishHost) (maintenance.BMC, error) {
+		c, err := hosts.Connect(ctx, h)
+		if err != nil {
+			return nil, err
+		}
+		b, ok := c.(maintenance.BMC)
+		if !ok {
+			return nil, fmt.Errorf("the BMC client of host %s offers no firmware or BIOS operations", h.Name)
+		}
+		return b, nil
+	}
 }

@@ -64,10 +64,12 @@ type systemState struct {
 	bios        map[string]any
 	pendingBios map[string]any
 	biosVersion string
-	bmcVersion  string
-	drives      []*drive
-	macs        []string
-	uuid        string
+	// pendingBiosVersion is a BIOS image staged by an update, flashed at the next boot.
+	pendingBiosVersion string
+	bmcVersion         string
+	drives             []*drive
+	macs               []string
+	uuid               string
 }
 
 func newSystemState(cfg Config) systemState {
@@ -239,7 +241,15 @@ func (s *Server) BiosAttributes() map[string]any {
 	return out
 }
 
-// FirmwareVersions returns the BIOS and BMC firmware versions.
+// PendingBIOSVersion returns the BIOS version an update staged for the next boot ("" when none).
+func (s *Server) PendingBIOSVersion() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state.pendingBiosVersion
+}
+
+// FirmwareVersions returns the BIOS and BMC firmware versions running (a staged BIOS image
+// counts once the host booted).
 func (s *Server) FirmwareVersions() (bios, bmc string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -343,6 +353,9 @@ func (s *Server) booted() {
 		st.bios[k] = v
 	}
 	st.pendingBios = map[string]any{}
+	if st.pendingBiosVersion != "" {
+		st.biosVersion, st.pendingBiosVersion = st.pendingBiosVersion, ""
+	}
 
 	ev := BootEvent{ServerID: s.cfg.ID, Time: time.Now(), Target: "None", Mode: st.boot.mode, MACs: append([]string(nil), st.macs...)}
 	if st.boot.enabled != "Disabled" {

@@ -163,7 +163,9 @@ func (s *Server) progress(t *task, quarter int) {
 		s.sessions = map[string]*session{}
 		s.Fault.setUnavailable(s.cfg.TaskDuration / 4)
 	} else {
-		s.state.biosVersion = t.version
+		// A BIOS image is staged: the host's next boot (its POST) flashes it, as on real servers;
+		// until then the inventory reports the old version.
+		s.state.pendingBiosVersion = t.version
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"reflect"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,15 +104,30 @@ func validateMaintenance(m *expv1.RedfishMaintenance) field.ErrorList {
 	held, images := 0, 0
 	for i, t := range m.Spec.Tasks {
 		path := spec.Child("tasks").Index(i)
+		set := 0
+		for _, p := range []bool{t.PowerOffAndHold != nil, t.BootImage != nil, t.Firmware != nil, t.BIOSSettings != nil} {
+			if p {
+				set++
+			}
+		}
 		switch {
-		case (t.PowerOffAndHold == nil) == (t.BootImage == nil):
-			errs = append(errs, field.Required(path, "set exactly one task (powerOffAndHold or bootImage)"))
+		case set != 1:
+			errs = append(errs, field.Required(path, "set exactly one task (powerOffAndHold, bootImage, firmware or biosSettings)"))
 		case t.PowerOffAndHold != nil:
 			held++
-		default:
+		case t.BootImage != nil:
 			images++
 			if u, err := url.Parse(t.BootImage.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				errs = append(errs, field.Invalid(path.Child("bootImage", "url"), bmc.Redact(t.BootImage.URL), "must be an http or https URL the BMC can reach"))
+			}
+		case t.Firmware != nil:
+			errs = append(errs, validateFirmware(path.Child("firmware"), t.Firmware)...)
+		default:
+			if _, err := maintenance.Attributes(t.BIOSSettings); err != nil {
+				errs = append(errs, field.Invalid(path.Child("biosSettings", "attributes"), "", err.Error()))
+			}
+			if d := t.BIOSSettings.Timeout; d != nil && d.Duration < time.Minute {
+				errs = append(errs, field.Invalid(path.Child("biosSettings", "timeout"), d.Duration.String(), "must be at least 1m: an attempt boots the host"))
 			}
 		}
 	}
@@ -123,6 +139,34 @@ func validateMaintenance(m *expv1.RedfishMaintenance) field.ErrorList {
 	}
 	if m.Spec.Timeout != nil && m.Spec.Timeout.Duration <= 0 {
 		errs = append(errs, field.Invalid(spec.Child("timeout"), m.Spec.Timeout.Duration.String(), "must be positive (leave it out for no timeout)"))
+	}
+	return errs
+}
+
+// validateFirmware checks an upgrade plan: http(s) image URLs without credentials in them (the
+// Secret carries those), each version once.
+func validateFirmware(path *field.Path, f *expv1.FirmwareUpdate) field.ErrorList {
+	var errs field.ErrorList
+	if len(f.Plan) == 0 {
+		errs = append(errs, field.Required(path.Child("plan"), "list at least one version"))
+	}
+	seen := map[string]bool{}
+	for j, v := range f.Plan {
+		p := path.Child("plan").Index(j)
+		u, err := url.Parse(v.ImageURL)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			errs = append(errs, field.Invalid(p.Child("imageURL"), bmc.Redact(v.ImageURL), "must be an http or https URL the BMC can reach"))
+		case u.User != nil:
+			errs = append(errs, field.Invalid(p.Child("imageURL"), bmc.Redact(v.ImageURL), "must not carry credentials: put them in the Secret named by imageCredentialsSecretName"))
+		}
+		if seen[v.Version] {
+			errs = append(errs, field.Duplicate(p.Child("version"), v.Version))
+		}
+		seen[v.Version] = true
+	}
+	if d := f.StepTimeout; d != nil && d.Duration < time.Minute {
+		errs = append(errs, field.Invalid(path.Child("stepTimeout"), d.Duration.String(), "must be at least 1m: a step flashes and boots the host"))
 	}
 	return errs
 }

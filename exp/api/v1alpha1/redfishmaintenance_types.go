@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -32,7 +33,9 @@ const (
 )
 
 // MaintenanceTask is one piece of work done on the host while it is in maintenance. Exactly one
-// member is set.
+// member is set. firmware and biosSettings tasks run first, in order, and end by themselves;
+// powerOffAndHold and bootImage then wait for spec.complete.
+// +kubebuilder:validation:XValidation:rule="[has(self.powerOffAndHold), has(self.bootImage), has(self.firmware), has(self.biosSettings)].filter(x, x).size() == 1",message="a task sets exactly one of powerOffAndHold, bootImage, firmware, biosSettings"
 type MaintenanceTask struct {
 	// powerOffAndHold powers the host off and keeps it off (whatever else asks for power) until a
 	// person sets spec.complete: for a hardware swap or a repair.
@@ -43,6 +46,159 @@ type MaintenanceTask struct {
 	// keeps the host's own OS from coming back, whatever reboots the BMC or the image make.
 	// +optional
 	BootImage *BootImage `json:"bootImage,omitempty"`
+	// firmware flashes the BIOS or the BMC through the plan's images, one after another, each
+	// verified against the BMC's firmware inventory. A BIOS image is applied by booting the host
+	// into its BIOS setup (never into its OS) and powering it off again. A maintenance whose only
+	// tasks are BMC updates does not drain the Machine on the host: the host keeps running.
+	// +optional
+	Firmware *FirmwareUpdate `json:"firmware,omitempty"`
+	// biosSettings sets BIOS attributes: checked against the BMC's attribute registry (or, without
+	// one, the current attributes' types) before the maintenance is announced, staged in the BIOS
+	// settings object, applied by booting the host into its BIOS setup, and verified.
+	// +optional
+	BIOSSettings *BIOSSettings `json:"biosSettings,omitempty"`
+}
+
+// FirmwareComponent is the firmware a firmware task flashes.
+// +kubebuilder:validation:Enum=BIOS;BMC
+type FirmwareComponent string
+
+// Firmware components.
+const (
+	FirmwareBIOS FirmwareComponent = "BIOS"
+	FirmwareBMC  FirmwareComponent = "BMC"
+)
+
+// FirmwareUpdate flashes one firmware component through an ordered list of versions.
+type FirmwareUpdate struct {
+	// component to flash: BIOS or BMC.
+	// +required
+	Component FirmwareComponent `json:"component,omitempty"`
+	// plan lists the versions to go through, in order (an upgrade path: each image is applied and
+	// verified before the next). A version the inventory already reports is skipped.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	Plan []FirmwareVersion `json:"plan,omitempty"`
+	// imageCredentialsSecretName names a Secret (in this namespace, keys username and password)
+	// the BMC presents to the image server. Never logged nor shown in status.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ImageCredentialsSecretName string `json:"imageCredentialsSecretName,omitempty"`
+	// retries is how many more times a failed step is tried before the task fails (default 2).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
+	Retries *int32 `json:"retries,omitempty"`
+	// stepTimeout bounds one step: flash, apply and verify (default 30m).
+	// +optional
+	StepTimeout *metav1.Duration `json:"stepTimeout,omitempty"`
+}
+
+// FirmwareVersion is one step of an upgrade plan.
+type FirmwareVersion struct {
+	// version the BMC's firmware inventory reports once the image is applied.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Version string `json:"version,omitempty"`
+	// imageURL of the image, http or https, reachable by the BMC (or by the provider, for a BMC
+	// that only takes pushed images).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	ImageURL string `json:"imageURL,omitempty"`
+}
+
+// BIOSSettings is a set of BIOS attributes to apply.
+type BIOSSettings struct {
+	// attributes by name: a string, an integer or a boolean each.
+	// +required
+	// +kubebuilder:validation:MinProperties=1
+	// +kubebuilder:validation:MaxProperties=64
+	Attributes map[string]apiextensionsv1.JSON `json:"attributes,omitempty"`
+	// retries is how many more times a failed apply is tried before the task fails (default 2).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
+	Retries *int32 `json:"retries,omitempty"`
+	// timeout bounds one attempt: stage, apply and verify (default 30m).
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// TaskState is where a firmware or BIOS-settings task stands.
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;Aborted
+type TaskState string
+
+// Task states.
+const (
+	TaskPending   TaskState = "Pending"
+	TaskRunning   TaskState = "Running"
+	TaskSucceeded TaskState = "Succeeded"
+	TaskFailed    TaskState = "Failed"
+	TaskAborted   TaskState = "Aborted"
+)
+
+// TaskPhase is the part of a step a running task is in.
+// +kubebuilder:validation:Enum=Checking;Flashing;Staging;Applying;Verifying
+type TaskPhase string
+
+// Task phases, in order.
+const (
+	PhaseChecking  TaskPhase = "Checking"
+	PhaseFlashing  TaskPhase = "Flashing"
+	PhaseStaging   TaskPhase = "Staging"
+	PhaseApplying  TaskPhase = "Applying"
+	PhaseVerifying TaskPhase = "Verifying"
+)
+
+// MaintenanceTaskStatus reports a firmware or BIOS-settings task (spec.tasks of the same index).
+type MaintenanceTaskStatus struct {
+	// state of the task.
+	// +optional
+	State TaskState `json:"state,omitempty"`
+	// phase of the running step.
+	// +optional
+	Phase TaskPhase `json:"phase,omitempty"`
+	// step is the index in the plan being worked on (firmware).
+	// +optional
+	Step int32 `json:"step,omitempty"`
+	// attempt of the current step, from 1.
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
+	// stepStartTime is when the current attempt started (its timeout counts from it).
+	// +optional
+	StepStartTime *metav1.Time `json:"stepStartTime,omitempty"`
+	// phaseStartTime is when the current phase started.
+	// +optional
+	PhaseStartTime *metav1.Time `json:"phaseStartTime,omitempty"`
+	// version the firmware inventory reported at the last read.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Version string `json:"version,omitempty"`
+	// percent done of the BMC's update task, as its task monitor reports it.
+	// +optional
+	Percent *int32 `json:"percent,omitempty"`
+	// taskURI is the BMC task being followed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	TaskURI string `json:"taskURI,omitempty"`
+	// job is the RedfishJob booting the host into its BIOS setup to apply the step.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Job string `json:"job,omitempty"`
+	// message from the BMC or about the last failure.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Message string `json:"message,omitempty"`
+	// retry is the spec.retry this task last acted on.
+	// +optional
+	Retry int32 `json:"retry,omitempty"`
+	// completionTime is when the task succeeded, failed or was aborted.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 }
 
 // BootImage is a bootable ISO run on the host during the maintenance.
@@ -131,6 +287,16 @@ type RedfishMaintenanceSpec struct {
 	// complete ends a maintenance whose tasks wait for a person (powerOffAndHold, bootImage).
 	// +optional
 	Complete bool `json:"complete,omitempty"`
+	// abort stops the firmware and BIOS-settings tasks: a flash the BMC is running is waited out
+	// (it cannot be stopped safely), nothing more is started, and the maintenance ends Failed
+	// (reason Aborted) with its host kept out of service until the maintenance is deleted.
+	// +optional
+	Abort bool `json:"abort,omitempty"`
+	// retry, raised, tries a failed firmware or BIOS-settings task again from its failed step,
+	// with its retries counted afresh.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Retry int32 `json:"retry,omitempty"`
 	// timeout bounds the time from approval to completion; past it the maintenance fails and
 	// keeps its host out of service. Default: none.
 	// +optional
@@ -176,6 +342,12 @@ type RedfishMaintenanceStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	ApprovedBy string `json:"approvedBy,omitempty"`
+	// tasks reports the firmware and BIOS-settings tasks, by the index of spec.tasks (other
+	// tasks' entries stay empty).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Tasks []MaintenanceTaskStatus `json:"tasks,omitempty"`
 	// conditions: Ready (False while waiting, with the reason), Paused.
 	// +optional
 	// +listType=map

@@ -37,6 +37,7 @@ import (
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
 	hostctrl "github.com/caprf/cluster-api-provider-redfish/controllers/host"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
 	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
 )
 
@@ -104,6 +105,9 @@ type Reconciler struct {
 	PollInterval time.Duration
 	// Now is the clock (tests move it); default time.Now.
 	Now func() time.Time
+	// Connect returns the host's pooled BMC client for the firmware and BIOS-settings tasks (the
+	// host controller's Connect); nil: those tasks wait.
+	Connect func(ctx context.Context, h *infrav1.RedfishHost) (BMC, error)
 	// GateOff runs the controller with the feature gate off: maintenances stay where they are
 	// (their hosts held), and a deleted one still withdraws what it put on its host and goes.
 	GateOff bool
@@ -113,6 +117,9 @@ type Reconciler struct {
 	gate sync.Mutex
 	// messages remembers when each waiting maintenance's message was last rewritten (see waiting).
 	messages sync.Map // types.NamespacedName -> time.Time
+	// fresh keeps a round from acting on a copy of the maintenance older than the last round's
+	// write: a task's attempt counted twice, a flash started again (see internal/fresh).
+	fresh *fresh.Reads
 }
 
 // SetupWithManager registers the controller and the index it needs.
@@ -123,6 +130,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if r.Now == nil {
 		r.Now = time.Now
 	}
+	r.fresh = &fresh.Reads{Kind: expv1.GroupVersion.WithKind("RedfishMaintenance")}
+	r.Client = r.fresh.Client(r.Client)
 	if r.GateOff {
 		return ctrl.NewControllerManagedBy(mgr).For(&expv1.RedfishMaintenance{}).Named("redfishmaintenance").WithOptions(opts).Complete(r)
 	}
@@ -145,6 +154,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		Watches(&expv1.RedfishMaintenancePolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return r.all(ctx, o.GetNamespace())
 		})).
+		Owns(&infrav1.RedfishJob{}).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -178,9 +188,12 @@ func requestor(m *expv1.RedfishMaintenance) string { return RequestorPrefix + m.
 // Reconcile advances one maintenance.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	m := &expv1.RedfishMaintenance{}
-	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
+	if err := r.read(ctx, req.NamespacedName, m); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.messages.Delete(req.NamespacedName)
+			if r.fresh != nil {
+				r.fresh.Forget(req.NamespacedName)
+			}
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -234,6 +247,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	return r.advance(ctx, m, host)
 }
 
+// read returns the maintenance as this controller last left it, or newer; without the recording
+// client SetupWithManager installs (unit tests), from the cache.
+func (r *Reconciler) read(ctx context.Context, key types.NamespacedName, m *expv1.RedfishMaintenance) error {
+	if r.fresh == nil {
+		return r.Client.Get(ctx, key, m)
+	}
+	return r.fresh.Get(ctx, r.Client, r.APIReader, key, m)
+}
+
 // advance moves the maintenance as far forward as it can go now.
 func (r *Reconciler) advance(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost) (ctrl.Result, error) {
 	if host == nil {
@@ -251,6 +273,9 @@ func (r *Reconciler) advance(ctx context.Context, m *expv1.RedfishMaintenance, h
 	switch m.Status.Stage {
 	case "", expv1.StagePending:
 		r.enter(m, expv1.StagePending)
+		if ok, res := r.checkTasks(ctx, m, host); !ok {
+			return res, nil
+		}
 		if rm == nil {
 			return r.approve(m, "Unclaimed", "nothing runs on host %s", host.Name), nil
 		}
@@ -336,13 +361,14 @@ func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, hos
 			}
 		}
 	}
-	if machine != nil && m.Spec.Mode == expv1.Reuse && isControlPlane(machine) {
+	keep := keepsMachine(m)
+	if machine != nil && m.Spec.Mode == expv1.Reuse && isControlPlane(machine) && !keep {
 		// The control plane's own pre-terminate hook runs last: the etcd member of a host held
 		// for the work would stay a member, powered off, for as long as the work takes.
 		r.waiting(m, ReuseNotForControlPlaneReason, "Machine %s is a control-plane Machine: mode Reuse would keep its etcd member in the cluster while the host is worked on. Use mode Replace", machine.Name)
 		return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, nil
 	}
-	if machine != nil && machine.DeletionTimestamp.IsZero() && string(machine.UID) == m.Status.MachineUID && !replaceable(machine) {
+	if machine != nil && machine.DeletionTimestamp.IsZero() && string(machine.UID) == m.Status.MachineUID && !replaceable(machine) && !keep {
 		r.waiting(m, NotReplaceableReason, "Machine %s belongs to no MachineSet or control plane: deleting it would not replace it. Move its workload and delete it yourself; the maintenance then proceeds", machine.Name)
 		return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, nil
 	}
@@ -361,14 +387,24 @@ func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, hos
 	// Past the gate: recorded before anything is deleted, and written now (not at the end of the
 	// reconcile) so the next gate decision counts this host.
 	saved := m.Status.DeepCopy()
-	r.enter(m, expv1.StageDraining)
-	r.waiting(m, DrainingReason, "Waiting for CAPI to drain and delete Machine %s", m.Status.Machine)
+	if keep {
+		// BMC firmware only: the host and its Machine keep running; nothing is drained.
+		r.enter(m, expv1.StageInMaintenance)
+		r.waiting(m, TaskRunningReason, "Starting the BMC firmware update of host %s (its Machine keeps running)", host.Name)
+	} else {
+		r.enter(m, expv1.StageDraining)
+		r.waiting(m, DrainingReason, "Waiting for CAPI to drain and delete Machine %s", m.Status.Machine)
+	}
 	if err := r.Client.Status().Update(ctx, m); err != nil {
 		// Not recorded: the deferred patch must not write Draining past the gate either.
 		m.Status = *saved
 		return retryOnConflict(err)
 	}
-	r.event(m, "Draining", "started within the budget; CAPI drains Machine %s", m.Status.Machine)
+	if keep {
+		r.event(m, "InMaintenance", "started within the budget; host %s keeps serving Machine %s (BMC update only)", host.Name, m.Status.Machine)
+	} else {
+		r.event(m, "Draining", "started within the budget; CAPI drains Machine %s", m.Status.Machine)
+	}
 	// The next round drains, from the status just written: draining in this one would change what
 	// it wrote, and the deferred patch (based on the object read before) would conflict. That
 	// write wakes the next round once the cache has it; the timer is only a safety net.
@@ -430,6 +466,9 @@ func (r *Reconciler) drain(ctx context.Context, m *expv1.RedfishMaintenance, hos
 // work runs the tasks: powerOffAndHold holds the host off, bootImage runs an image on it, until a
 // person sets spec.complete.
 func (r *Reconciler) work(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost) (ctrl.Result, error) {
+	if done, res, err := r.runTasks(ctx, m, host); !done || err != nil {
+		return res, err
+	}
 	hold := slices.ContainsFunc(m.Spec.Tasks, func(t expv1.MaintenanceTask) bool { return t.PowerOffAndHold != nil })
 	image := bootImage(m)
 	switch {
@@ -536,6 +575,18 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, m *expv1.RedfishMainte
 			return ctrl.Result{}, err
 		}
 		host = nil
+	}
+	if host != nil {
+		// A flash under way, or a job booting the host, is waited out: the host is never handed
+		// back with its firmware being written.
+		for i := range m.Status.Tasks {
+			if m.Status.Tasks[i].State == expv1.TaskRunning {
+				if busy, what := r.busy(ctx, m, host, i); busy {
+					r.waiting(m, AbortedReason, "Deleted: waiting for %s to end before the host is handed back", what)
+					return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+				}
+			}
+		}
 	}
 	if m.Status.Stage.Active() && m.Status.Stage != "" {
 		r.event(m, "Cancelled", "deleted in stage %s", m.Status.Stage)

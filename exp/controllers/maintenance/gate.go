@@ -322,6 +322,9 @@ func (r *Reconciler) gateOpen(ctx context.Context, reader client.Reader, m *expv
 			}
 		}
 	}
+	if keepsMachine(m) {
+		return true, "", "", 0, nil // its Machine keeps running: the MachineDeployment loses nothing
+	}
 	return r.machineDeploymentAllows(ctx, reader, m, machine, f.ms, limit)
 }
 
@@ -386,7 +389,7 @@ func (r *Reconciler) machineDeploymentAllows(ctx context.Context, reader client.
 	unavailable := max(replicas-len(running), 0)
 	for _, o := range ms {
 		if o.Name != m.Name && o.Status.MachineDeployment == m.Status.MachineDeployment && o.Status.MachineDeployment != "" &&
-			(o.Status.Stage == expv1.StageDraining || o.Status.Stage == expv1.StageInMaintenance) && running[o.Status.MachineUID] {
+			(o.Status.Stage == expv1.StageDraining || o.Status.Stage == expv1.StageInMaintenance) && running[o.Status.MachineUID] && !keepsMachine(&o) {
 			unavailable++
 		}
 	}

@@ -90,6 +90,9 @@ func (o *OS) fail(err error) {
 	o.errs = append(o.errs, err)
 }
 
+// BIOSSetup is what Booted lists for a boot into the firmware's setup screen.
+const BIOSSetup = "bios-setup"
+
 func (o *OS) boot(e simulator.BootEvent) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second+o.BootTime)
 	defer cancel()
@@ -107,6 +110,10 @@ func (o *OS) boot(e simulator.BootEvent) {
 			return
 		}
 		meta, userData, err = o.seedFromMedia(ctx, e)
+	case "BiosSetup":
+		// The server stops in its firmware's setup screen: no OS starts.
+		o.record(e.ServerID, BIOSSetup)
+		return
 	case "UefiHttp":
 		// The firmware loaded the image from the boot URI; a stock image finds its seed as on
 		// a CD boot, by the label of a volume the BMC attached.

@@ -1,0 +1,646 @@
+package maintenance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/bmc"
+	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+)
+
+// BMC is what the firmware and BIOS-settings tasks ask of a host's BMC (a bmc.Client).
+type BMC interface {
+	UpdateFirmware(ctx context.Context, imageURI string, target bmc.FirmwareTarget, creds *bmc.ImageCredentials) (string, error)
+	TaskStatus(ctx context.Context, uri string) (*bmc.Task, error)
+	FirmwareVersion(ctx context.Context, target bmc.FirmwareTarget) (string, error)
+	CheckBIOSAttributes(ctx context.Context, attrs map[string]any) error
+	SetBIOSAttributes(ctx context.Context, attrs map[string]any) error
+	BIOSAttributes(ctx context.Context) (map[string]any, error)
+}
+
+// Reasons of the Ready condition for the firmware and BIOS-settings tasks.
+const (
+	InvalidTaskReason    = "InvalidTask"
+	BMCUnreachableReason = "BMCUnreachable"
+	TaskRunningReason    = "TaskRunning"
+	TaskFailedReason     = "TaskFailed"
+	AbortedReason        = "Aborted"
+)
+
+// Defaults of the API.
+const (
+	DefaultTaskRetries = 2
+	DefaultStepTimeout = 30 * time.Minute
+)
+
+// JobLabel names, on the RedfishJobs a maintenance creates to apply BIOS images and settings, the
+// maintenance.
+const JobLabel = "caprf.io/maintenance"
+
+// automatic says whether the task runs and ends by itself (firmware, BIOS settings).
+func automatic(t expv1.MaintenanceTask) bool { return t.Firmware != nil || t.BIOSSettings != nil }
+
+// keepsMachine says whether the maintenance leaves the Machine on its host running: its only tasks
+// are BMC firmware updates, which need no host power action.
+func keepsMachine(m *expv1.RedfishMaintenance) bool {
+	return len(m.Spec.Tasks) > 0 && !slices.ContainsFunc(m.Spec.Tasks, func(t expv1.MaintenanceTask) bool {
+		return t.Firmware == nil || t.Firmware.Component != expv1.FirmwareBMC
+	})
+}
+
+func retries(t expv1.MaintenanceTask) int32 {
+	var r *int32
+	if t.Firmware != nil {
+		r = t.Firmware.Retries
+	} else if t.BIOSSettings != nil {
+		r = t.BIOSSettings.Retries
+	}
+	return ptr.Deref(r, DefaultTaskRetries)
+}
+
+func stepTimeout(t expv1.MaintenanceTask) time.Duration {
+	var d *metav1.Duration
+	if t.Firmware != nil {
+		d = t.Firmware.StepTimeout
+	} else if t.BIOSSettings != nil {
+		d = t.BIOSSettings.Timeout
+	}
+	if d == nil {
+		return DefaultStepTimeout
+	}
+	return d.Duration
+}
+
+// Attributes decodes a BIOS-settings task's attributes.
+func Attributes(s *expv1.BIOSSettings) (map[string]any, error) {
+	out := make(map[string]any, len(s.Attributes))
+	for k, raw := range s.Attributes {
+		var v any
+		if err := json.Unmarshal(raw.Raw, &v); err != nil {
+			return nil, fmt.Errorf("attribute %s: %w", k, err)
+		}
+		switch v.(type) {
+		case string, bool, float64:
+		default:
+			return nil, fmt.Errorf("attribute %s: a string, an integer or a boolean is needed", k)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// connectTasks returns the host's BMC for the tasks, or says on the maintenance why there is none.
+func (r *Reconciler) connectTasks(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost) (BMC, bool) {
+	if r.Connect == nil {
+		r.waiting(m, BMCUnreachableReason, "This manager runs no firmware or BIOS tasks (no BMC connection)")
+		return nil, false
+	}
+	c, err := r.Connect(ctx, host)
+	if err != nil {
+		r.waiting(m, BMCUnreachableReason, "Host %s: BMC not usable for the tasks: %s", host.Name, bmc.Redact(err.Error()))
+		return nil, false
+	}
+	return c, true
+}
+
+// checkTasks checks, before the maintenance is announced (so before any power action), what can
+// be checked of its firmware and BIOS-settings tasks: the BIOS attributes against the BMC's
+// registry, the image credentials Secret. It reports whether the maintenance may go on; a task
+// that can never run fails the maintenance, naming the problem.
+func (r *Reconciler) checkTasks(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost) (bool, ctrl.Result) {
+	if len(m.Status.Tasks) > 0 || !slices.ContainsFunc(m.Spec.Tasks, automatic) {
+		return true, ctrl.Result{}
+	}
+	var problems []string
+	var c BMC
+	for i, t := range m.Spec.Tasks {
+		switch {
+		case t.Firmware != nil && t.Firmware.ImageCredentialsSecretName != "":
+			if _, err := r.imageCredentials(ctx, m, t.Firmware); err != nil {
+				if apierrors.IsNotFound(err) || errors.Is(err, errBadSecret) {
+					problems = append(problems, fmt.Sprintf("tasks[%d].firmware: %s", i, err))
+					continue
+				}
+				r.waiting(m, InvalidTaskReason, "Reading the image credentials of tasks[%d]: %s", i, err)
+				return false, ctrl.Result{RequeueAfter: r.PollInterval}
+			}
+		case t.BIOSSettings != nil:
+			attrs, err := Attributes(t.BIOSSettings)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("tasks[%d].biosSettings: %s", i, err))
+				continue
+			}
+			if c == nil {
+				var ok bool
+				if c, ok = r.connectTasks(ctx, m, host); !ok {
+					return false, ctrl.Result{RequeueAfter: 5 * r.PollInterval}
+				}
+			}
+			err = c.CheckBIOSAttributes(ctx, attrs)
+			var bad *bmc.UnknownAttributesError
+			switch {
+			case errors.As(err, &bad):
+				problems = append(problems, fmt.Sprintf("tasks[%d].biosSettings: %s", i, strings.Join(bad.Problems, "; ")))
+			case errors.Is(err, bmc.ErrNotSupported):
+				problems = append(problems, fmt.Sprintf("tasks[%d].biosSettings: %s", i, bmc.Redact(err.Error())))
+			case err != nil:
+				r.waiting(m, BMCUnreachableReason, "Host %s: checking the BIOS attributes of tasks[%d]: %s", host.Name, i, bmc.Redact(err.Error()))
+				return false, ctrl.Result{RequeueAfter: 5 * r.PollInterval}
+			}
+		}
+	}
+	if len(problems) > 0 {
+		r.enter(m, expv1.StageFailed)
+		conditions.Set(m, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: InvalidTaskReason,
+			Message: "Refused before anything was done on host " + host.Name + ": " + strings.Join(problems, "; ")})
+		r.event(m, "InvalidTask", "refused: %s", strings.Join(problems, "; "))
+		return false, ctrl.Result{}
+	}
+	m.Status.Tasks = make([]expv1.MaintenanceTaskStatus, len(m.Spec.Tasks))
+	for i, t := range m.Spec.Tasks {
+		if automatic(t) {
+			m.Status.Tasks[i].State = expv1.TaskPending
+		}
+	}
+	return true, ctrl.Result{}
+}
+
+var errBadSecret = errors.New("the Secret needs the keys username and password")
+
+// imageCredentials reads a firmware task's image server credentials (nil without a Secret).
+func (r *Reconciler) imageCredentials(ctx context.Context, m *expv1.RedfishMaintenance, f *expv1.FirmwareUpdate) (*bmc.ImageCredentials, error) {
+	if f.ImageCredentialsSecretName == "" {
+		return nil, nil
+	}
+	s := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: f.ImageCredentialsSecretName}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("image credentials Secret %s not found", f.ImageCredentialsSecretName)
+		}
+		return nil, err
+	}
+	user, pass := s.Data["username"], s.Data["password"]
+	if len(user) == 0 || len(pass) == 0 {
+		return nil, fmt.Errorf("image credentials Secret %s: %w", f.ImageCredentialsSecretName, errBadSecret)
+	}
+	return &bmc.ImageCredentials{Username: string(user), Password: string(pass)}, nil
+}
+
+// runTasks runs the firmware and BIOS-settings tasks in order; it reports whether they are all
+// done (then the other tasks, and the completion, follow).
+func (r *Reconciler) runTasks(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost) (bool, ctrl.Result, error) {
+	if !slices.ContainsFunc(m.Spec.Tasks, automatic) {
+		return true, ctrl.Result{}, nil
+	}
+	if len(m.Status.Tasks) != len(m.Spec.Tasks) {
+		// Checked and set up before the announcement; a maintenance from before tasks had a status
+		// (or one whose status was lost) is set up now, unchecked tasks failing at their step.
+		m.Status.Tasks = make([]expv1.MaintenanceTaskStatus, len(m.Spec.Tasks))
+		for i, t := range m.Spec.Tasks {
+			if automatic(t) {
+				m.Status.Tasks[i].State = expv1.TaskPending
+			}
+		}
+	}
+	if !keepsMachine(m) {
+		// The host stays off between the steps: only the jobs applying BIOS images and settings
+		// power it on, into its BIOS setup.
+		if err := r.setHold(ctx, host, m, true); err != nil {
+			res, err := retryOnConflict(err)
+			return false, res, err
+		}
+	}
+	if m.Spec.Abort {
+		return false, r.abort(ctx, m, host), nil
+	}
+	for i, t := range m.Spec.Tasks {
+		if !automatic(t) {
+			continue
+		}
+		st := &m.Status.Tasks[i]
+		switch st.State {
+		case expv1.TaskSucceeded:
+			continue
+		case expv1.TaskFailed:
+			if m.Spec.Retry <= st.Retry {
+				r.waiting(m, TaskFailedReason, "tasks[%d] (%s) failed: %s. Host %s stays out of service: raise spec.retry to %d to try the step again, or set spec.abort", i, describeTask(t), st.Message, host.Name, st.Retry+1)
+				return false, ctrl.Result{}, nil
+			}
+			st.Retry = m.Spec.Retry
+			r.event(m, "TaskRetried", "tasks[%d] (%s) tried again from step %d (spec.retry %d)", i, describeTask(t), st.Step, st.Retry)
+			r.startAttempt(st, 1)
+			st.State, st.CompletionTime = expv1.TaskRunning, nil
+		case expv1.TaskPending, "":
+			st.State, st.Step, st.Retry = expv1.TaskRunning, 0, m.Spec.Retry
+			r.startAttempt(st, 1)
+			r.event(m, "TaskStarted", "tasks[%d] (%s) started", i, describeTask(t))
+		}
+		c, ok := r.connectTasks(ctx, m, host)
+		if !ok {
+			if r.attemptTimedOut(m, i, t) {
+				return false, ctrl.Result{RequeueAfter: time.Millisecond}, nil
+			}
+			return false, ctrl.Result{RequeueAfter: 5 * r.PollInterval}, nil
+		}
+		var res ctrl.Result
+		var err error
+		if t.Firmware != nil {
+			res, err = r.firmwareStep(ctx, m, host, c, i, t.Firmware)
+		} else {
+			res, err = r.biosStep(ctx, m, host, c, i, t.BIOSSettings)
+		}
+		if st.State == expv1.TaskSucceeded && err == nil {
+			continue
+		}
+		if st.State == expv1.TaskRunning && r.attemptTimedOut(m, i, t) {
+			return false, ctrl.Result{RequeueAfter: time.Millisecond}, nil
+		}
+		return false, res, err
+	}
+	return true, ctrl.Result{}, nil
+}
+
+func describeTask(t expv1.MaintenanceTask) string {
+	switch {
+	case t.Firmware != nil:
+		return string(t.Firmware.Component) + " firmware"
+	case t.BIOSSettings != nil:
+		return "BIOS settings"
+	}
+	return "task"
+}
+
+func (r *Reconciler) startAttempt(st *expv1.MaintenanceTaskStatus, attempt int32) {
+	now := metav1.NewTime(r.Now())
+	st.Attempt, st.Phase, st.StepStartTime, st.PhaseStartTime = attempt, expv1.PhaseChecking, &now, &now
+	st.TaskURI, st.Job, st.Percent = "", "", nil
+}
+
+func (r *Reconciler) enterPhase(st *expv1.MaintenanceTaskStatus, p expv1.TaskPhase) {
+	now := metav1.NewTime(r.Now())
+	st.Phase, st.PhaseStartTime = p, &now
+}
+
+// attemptTimedOut fails the running attempt of task i once it outlived the step timeout; it
+// reports whether it did.
+func (r *Reconciler) attemptTimedOut(m *expv1.RedfishMaintenance, i int, t expv1.MaintenanceTask) bool {
+	st := &m.Status.Tasks[i]
+	if st.StepStartTime == nil || r.Now().Before(st.StepStartTime.Add(stepTimeout(t))) {
+		return false
+	}
+	r.attemptFailed(m, i, fmt.Sprintf("not done within %s (phase %s)", stepTimeout(t), st.Phase))
+	return true
+}
+
+// attemptFailed tries the step again while retries are left, and fails the task otherwise.
+func (r *Reconciler) attemptFailed(m *expv1.RedfishMaintenance, i int, msg string) {
+	t, st := m.Spec.Tasks[i], &m.Status.Tasks[i]
+	msg = bmc.Redact(msg)
+	if st.Attempt <= retries(t) {
+		r.event(m, "AttemptFailed", "tasks[%d] (%s) step %d attempt %d failed: %s; trying again", i, describeTask(t), st.Step, st.Attempt, msg)
+		r.startAttempt(st, st.Attempt+1)
+		st.Message = fmt.Sprintf("attempt %d failed: %s", st.Attempt-1, msg)
+		return
+	}
+	now := metav1.NewTime(r.Now())
+	st.State, st.Message, st.CompletionTime, st.Percent = expv1.TaskFailed, msg, &now, nil
+	r.event(m, "TaskFailed", "tasks[%d] (%s) failed at step %d after %d attempt(s): %s", i, describeTask(t), st.Step, st.Attempt, msg)
+	r.waiting(m, TaskFailedReason, "tasks[%d] (%s) failed: %s. Host %s stays out of service: raise spec.retry to %d to try the step again, or set spec.abort", i, describeTask(t), msg, m.Spec.HostName, st.Retry+1)
+}
+
+// firmwareStep moves the current step of a firmware task on: read the version (a step the
+// inventory already reports is skipped), flash (an update already running on the BMC is
+// followed, never started twice), follow the BMC's task, apply (a BIOS image: boot into the BIOS
+// setup), verify against the inventory.
+func (r *Reconciler) firmwareStep(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, c BMC, i int, f *expv1.FirmwareUpdate) (ctrl.Result, error) {
+	st := &m.Status.Tasks[i]
+	target := bmc.FirmwareTarget(f.Component)
+	if int(st.Step) >= len(f.Plan) {
+		r.taskSucceeded(m, i)
+		return ctrl.Result{}, nil
+	}
+	want := f.Plan[st.Step]
+	switch st.Phase {
+	case expv1.PhaseChecking, "":
+		v, err := c.FirmwareVersion(ctx, target)
+		if err != nil {
+			st.Message = "reading the firmware version: " + bmc.Redact(err.Error())
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
+		st.Version = v
+		if v == want.Version {
+			r.stepDone(m, i, len(f.Plan))
+			return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+		}
+		creds, err := r.imageCredentials(ctx, m, f)
+		if err != nil {
+			st.Message = err.Error()
+			return ctrl.Result{RequeueAfter: 5 * r.PollInterval}, nil
+		}
+		uri, err := c.UpdateFirmware(ctx, want.ImageURL, target, creds)
+		switch {
+		case errors.Is(err, bmc.ErrNotSupported):
+			st.Attempt = retries(m.Spec.Tasks[i]) + 1 // no retry can help
+			r.attemptFailed(m, i, err.Error())
+			return ctrl.Result{}, nil
+		case err != nil:
+			st.Message = "starting the update: " + bmc.Redact(err.Error())
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
+		st.TaskURI, st.Percent, st.Message = uri, ptr.To[int32](0), fmt.Sprintf("flashing %s %s (from %s)", f.Component, want.Version, v)
+		r.event(m, "Flashing", "tasks[%d]: flashing %s %s on host %s (step %d of %d, attempt %d)", i, f.Component, want.Version, host.Name, st.Step+1, len(f.Plan), st.Attempt)
+		r.enterPhase(st, expv1.PhaseFlashing)
+		if uri == "" {
+			r.afterFlash(st, target)
+		}
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	case expv1.PhaseFlashing:
+		task, err := c.TaskStatus(ctx, st.TaskURI)
+		if err != nil {
+			// A BMC flashing its own firmware restarts and answers nothing for a while.
+			st.Message = "the BMC does not answer (restarting?): " + bmc.Redact(err.Error())
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
+		st.Percent, st.Message = ptr.To(int32(task.Percent)), task.Message //nolint:gosec // a percentage
+		switch {
+		case !task.Done:
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		case task.State == bmc.TaskGone:
+			// The BMC forgot the task (some purge finished ones within a second): the inventory
+			// tells whether the image took, as it does for a task that claims success.
+			st.Message = "the BMC no longer lists its update task; the inventory decides"
+		case task.Failed:
+			r.attemptFailed(m, i, fmt.Sprintf("the BMC's update task ended %s: %s", task.State, task.Message))
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
+		r.afterFlash(st, target)
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	case expv1.PhaseApplying:
+		return r.applyJob(ctx, m, host, i)
+	case expv1.PhaseVerifying:
+		v, err := c.FirmwareVersion(ctx, target)
+		if err != nil {
+			st.Message = "reading the firmware version (the BMC may be restarting): " + bmc.Redact(err.Error())
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
+		st.Version = v
+		if v == want.Version {
+			r.event(m, "Verified", "tasks[%d]: host %s reports %s %s", i, host.Name, f.Component, v)
+			r.stepDone(m, i, len(f.Plan))
+			return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+		}
+		if r.Now().Before(st.PhaseStartTime.Add(r.verifyGrace())) {
+			st.Message = fmt.Sprintf("the inventory reports %s %s, waiting for %s", f.Component, v, want.Version)
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
+		r.attemptFailed(m, i, fmt.Sprintf("the BMC's task succeeded but the inventory reports %s %s, not %s", f.Component, v, want.Version))
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// afterFlash moves a flashed step on: a BIOS image is applied by a boot, a BMC image by the BMC's
+// own restart.
+func (r *Reconciler) afterFlash(st *expv1.MaintenanceTaskStatus, target bmc.FirmwareTarget) {
+	st.Percent = ptr.To[int32](100)
+	if target == bmc.FirmwareBIOS {
+		r.enterPhase(st, expv1.PhaseApplying)
+		return
+	}
+	r.enterPhase(st, expv1.PhaseVerifying)
+}
+
+// verifyGrace is how long the inventory may keep reporting the old value after an apply (some BMCs
+// refresh it a moment after the boot or their restart).
+func (r *Reconciler) verifyGrace() time.Duration { return 15 * r.PollInterval }
+
+func (r *Reconciler) stepDone(m *expv1.RedfishMaintenance, i, steps int) {
+	st := &m.Status.Tasks[i]
+	st.Step++
+	st.Message = ""
+	if int(st.Step) >= steps {
+		r.taskSucceeded(m, i)
+		return
+	}
+	r.startAttempt(st, 1)
+}
+
+func (r *Reconciler) taskSucceeded(m *expv1.RedfishMaintenance, i int) {
+	st := &m.Status.Tasks[i]
+	now := metav1.NewTime(r.Now())
+	st.State, st.Phase, st.CompletionTime, st.StepStartTime, st.PhaseStartTime = expv1.TaskSucceeded, "", &now, nil, nil
+	st.TaskURI, st.Job, st.Message = "", "", "done"
+	r.event(m, "TaskSucceeded", "tasks[%d] (%s) done", i, describeTask(m.Spec.Tasks[i]))
+}
+
+// biosStep moves a BIOS-settings task on: stage the attributes (checked again by the BMC layer),
+// apply them with a boot into the BIOS setup, verify the attributes read back.
+func (r *Reconciler) biosStep(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, c BMC, i int, s *expv1.BIOSSettings) (ctrl.Result, error) {
+	st := &m.Status.Tasks[i]
+	attrs, err := Attributes(s)
+	if err != nil {
+		st.Attempt = retries(m.Spec.Tasks[i]) + 1
+		r.attemptFailed(m, i, err.Error())
+		return ctrl.Result{}, nil
+	}
+	switch st.Phase {
+	case expv1.PhaseChecking, "", expv1.PhaseStaging:
+		if drift := differing(ctx, c, attrs); drift != nil && len(drift) == 0 {
+			r.event(m, "Verified", "tasks[%d]: host %s already has the BIOS settings", i, host.Name)
+			r.taskSucceeded(m, i)
+			return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+		}
+		err := c.SetBIOSAttributes(ctx, attrs)
+		var bad *bmc.UnknownAttributesError
+		switch {
+		case errors.As(err, &bad), errors.Is(err, bmc.ErrNotSupported):
+			st.Attempt = retries(m.Spec.Tasks[i]) + 1
+			r.attemptFailed(m, i, err.Error())
+			return ctrl.Result{}, nil
+		case err != nil:
+			st.Message = "staging the BIOS settings: " + bmc.Redact(err.Error())
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
+		st.Message = fmt.Sprintf("%d attribute(s) staged; booting into the BIOS setup to apply them", len(attrs))
+		r.event(m, "BIOSSettingsStaged", "tasks[%d]: %d BIOS attribute(s) staged on host %s (attempt %d)", i, len(attrs), host.Name, st.Attempt)
+		r.enterPhase(st, expv1.PhaseApplying)
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	case expv1.PhaseApplying:
+		return r.applyJob(ctx, m, host, i)
+	case expv1.PhaseVerifying:
+		drift := differing(ctx, c, attrs)
+		switch {
+		case drift == nil:
+			st.Message = "reading the BIOS attributes failed; trying again"
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		case len(drift) == 0:
+			r.event(m, "Verified", "tasks[%d]: host %s reports the BIOS settings", i, host.Name)
+			r.taskSucceeded(m, i)
+			return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+		case r.Now().Before(st.PhaseStartTime.Add(r.verifyGrace())):
+			st.Message = "waiting for the BMC to report " + strings.Join(drift, ", ")
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
+		// Values are not shown: some attributes are passwords.
+		r.attemptFailed(m, i, "after the reboot the BIOS does not report the value asked for of "+strings.Join(drift, ", "))
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// differing lists the attributes whose current value is not the one asked for (sorted); nil when
+// the attributes cannot be read.
+func differing(ctx context.Context, c BMC, attrs map[string]any) []string {
+	cur, err := c.BIOSAttributes(ctx)
+	if err != nil {
+		return nil
+	}
+	out := []string{}
+	for k, v := range attrs {
+		if !sameValue(cur[k], v) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// sameValue compares attribute values decoded from JSON, where an integer may come as a float.
+func sameValue(a, b any) bool {
+	fa, okA := toFloat(a)
+	fb, okB := toFloat(b)
+	if okA || okB {
+		return okA && okB && fa == fb
+	}
+	return a == b
+}
+
+func toFloat(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, true
+	case int:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	}
+	return 0, false
+}
+
+// applyJob has a RedfishJob boot the host into its BIOS setup and power it off again: the boot
+// flashes a staged BIOS image and applies staged settings, and the host's OS never starts. The job
+// is named after the task, step and attempt, so a round that lost its status finds it again.
+func (r *Reconciler) applyJob(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, i int) (ctrl.Result, error) {
+	st := &m.Status.Tasks[i]
+	name := jobName(m.Name, i, st.Step, st.Attempt)
+	job := &infrav1.RedfishJob{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: name}, job)
+	if apierrors.IsNotFound(err) {
+		err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: name}, job)
+	}
+	if apierrors.IsNotFound(err) {
+		job = &infrav1.RedfishJob{
+			ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: name, Labels: map[string]string{JobLabel: m.Name}},
+			Spec: infrav1.RedfishJobSpec{HostName: host.Name, Tasks: []infrav1.JobTask{
+				{Power: infrav1.JobPowerForceOff},
+				{BootOnce: infrav1.JobBootTarget("BiosSetup")},
+				{Power: infrav1.JobPowerOn},
+				{Power: infrav1.JobPowerForceOff},
+			}},
+		}
+		if err := controllerutil.SetControllerReference(m, job, r.Client.Scheme()); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+			st.Message = "creating RedfishJob " + name + ": " + err.Error()
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
+		st.Job, st.Message = name, "booting host "+host.Name+" into its BIOS setup (RedfishJob "+name+")"
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	st.Job = name
+	switch {
+	case conditions.IsTrue(job, infrav1.JobCompletedCondition):
+		r.enterPhase(st, expv1.PhaseVerifying)
+		st.Message = "applied; verifying"
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	case conditions.IsTrue(job, infrav1.JobFailedCondition):
+		r.attemptFailed(m, i, "booting into the BIOS setup failed: RedfishJob "+name+": "+conditions.GetMessage(job, infrav1.JobFailedCondition))
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
+	st.Message = "booting host " + host.Name + " into its BIOS setup (RedfishJob " + name + ")"
+	return ctrl.Result{RequeueAfter: 5 * r.PollInterval}, nil // the job's end wakes the maintenance
+}
+
+func jobName(maintenance string, task int, step, attempt int32) string {
+	suffix := fmt.Sprintf("-t%d-s%d-a%d", task, step, attempt)
+	if max := 253 - len(suffix); len(maintenance) > max {
+		maintenance = maintenance[:max]
+	}
+	return maintenance + suffix
+}
+
+// abort stops the tasks: a flash the BMC runs and a job booting the host are waited out, then the
+// maintenance fails (reason Aborted), keeping its host out of service until it is deleted.
+func (r *Reconciler) abort(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost) ctrl.Result {
+	for i := range m.Status.Tasks {
+		st := &m.Status.Tasks[i]
+		if st.State != expv1.TaskRunning {
+			continue
+		}
+		if busy, what := r.busy(ctx, m, host, i); busy {
+			r.waiting(m, AbortedReason, "Aborting: waiting for %s to end (a flash is never cut off)", what)
+			return ctrl.Result{RequeueAfter: r.PollInterval}
+		}
+		now := metav1.NewTime(r.Now())
+		st.State, st.CompletionTime, st.Message = expv1.TaskAborted, &now, "aborted in phase "+string(st.Phase)
+	}
+	r.enter(m, expv1.StageFailed)
+	conditions.Set(m, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: AbortedReason,
+		Message: "Aborted (spec.abort); host " + host.Name + " stays out of service until this maintenance is deleted"})
+	r.event(m, "Aborted", "aborted; host %s stays out of service until the maintenance is deleted", host.Name)
+	return ctrl.Result{}
+}
+
+// busy says whether the running step of task i has something under way that must not be cut
+// off: a BMC update task, or the job booting the host (within the step's timeout).
+func (r *Reconciler) busy(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, i int) (bool, string) {
+	st := &m.Status.Tasks[i]
+	if i >= len(m.Spec.Tasks) || st.StepStartTime == nil || !r.Now().Before(st.StepStartTime.Add(stepTimeout(m.Spec.Tasks[i]))) {
+		return false, "" // past its timeout: not waited for any longer
+	}
+	switch {
+	case st.Phase == expv1.PhaseFlashing && st.TaskURI != "":
+		c, ok := r.connectTasks(ctx, m, host)
+		if !ok {
+			return true, "the BMC's update task " + st.TaskURI
+		}
+		task, err := c.TaskStatus(ctx, st.TaskURI)
+		return err != nil || !task.Done, "the BMC's update task " + st.TaskURI
+	case st.Phase == expv1.PhaseApplying && st.Job != "":
+		job := &infrav1.RedfishJob{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: st.Job}, job); err != nil {
+			return !apierrors.IsNotFound(err), "RedfishJob " + st.Job
+		}
+		return !job.Finished(), "RedfishJob " + st.Job
+	}
+	return false, ""
+}
