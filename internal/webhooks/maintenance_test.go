@@ -1,9 +1,11 @@
 package webhooks
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
@@ -34,6 +36,51 @@ func TestMaintenanceTasksAreFixedOnceAnnounced(t *testing.T) {
 			t.Errorf("%s: refused: %v", tc.stage, err)
 		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 			t.Errorf("%s: want an error containing %q, got %v", tc.stage, tc.wantErr, err)
+		}
+	}
+}
+
+// Firmware and BIOS-settings tasks are refused at admission when they could never run: images
+// that are not http(s) or carry credentials (printed redacted), a version twice in a plan, values
+// that are not a string, an integer or a boolean.
+func TestFirmwareAndBIOSTasksAreCheckedAtAdmission(t *testing.T) {
+	plan := func(urls ...string) expv1.MaintenanceTask {
+		f := &expv1.FirmwareUpdate{Component: expv1.FirmwareBIOS}
+		for i, u := range urls {
+			f.Plan = append(f.Plan, expv1.FirmwareVersion{Version: fmt.Sprintf("v%d", i), ImageURL: u})
+		}
+		return expv1.MaintenanceTask{Firmware: f}
+	}
+	attrs := func(raw string) expv1.MaintenanceTask {
+		return expv1.MaintenanceTask{BIOSSettings: &expv1.BIOSSettings{Attributes: map[string]apiextensionsv1.JSON{"BootMode": {Raw: []byte(raw)}}}}
+	}
+	twice := plan("http://images/a.bin", "http://images/b.bin")
+	twice.Firmware.Plan[1].Version = "v0"
+	for _, tc := range []struct {
+		name    string
+		task    expv1.MaintenanceTask
+		wantErr string
+		secret  string
+	}{
+		{name: "a plan of two images", task: plan("http://images/a.bin", "https://images/b.bin")},
+		{name: "an ftp image", task: plan("ftp://images/a.bin"), wantErr: "must be an http or https URL"},
+		{name: "credentials in the URL", task: plan("https://ops:hunter2@images/a.bin"), wantErr: "must not carry credentials", secret: "hunter2"},
+		{name: "a version twice", task: twice, wantErr: "Duplicate value"},
+		{name: "an enum value", task: attrs(`"Uefi"`)},
+		{name: "an integer", task: attrs(`3`)},
+		{name: "an object", task: attrs(`{"a":1}`), wantErr: "a string, an integer or a boolean is needed"},
+		{name: "two tasks in one", task: expv1.MaintenanceTask{Firmware: plan("http://images/a.bin").Firmware, BIOSSettings: attrs(`1`).BIOSSettings}, wantErr: "set exactly one task"},
+	} {
+		m := &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "m"},
+			Spec: expv1.RedfishMaintenanceSpec{HostName: "h", Reason: "r", Requestor: "q", Tasks: []expv1.MaintenanceTask{tc.task}}}
+		_, err := (&Maintenance{}).ValidateCreate(t.Context(), m)
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s: want an error containing %q, got %v", tc.name, tc.wantErr, err)
+		case tc.secret != "" && err != nil && strings.Contains(err.Error(), tc.secret):
+			t.Errorf("%s: the error shows the password: %v", tc.name, err)
 		}
 	}
 }
