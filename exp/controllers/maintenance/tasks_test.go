@@ -62,7 +62,7 @@ func (f *fakeBMC) FirmwareVersion(context.Context, bmc.FirmwareTarget) (string, 
 }
 func (f *fakeBMC) CheckBIOSAttributes(context.Context, map[string]any) error { return nil }
 func (f *fakeBMC) SetBIOSAttributes(context.Context, map[string]any) error   { return nil }
-func (f *fakeBMC) BIOSAttributes(context.Context) (map[string]any, error)   { return nil, nil }
+func (f *fakeBMC) BIOSAttributes(context.Context) (map[string]any, error)    { return nil, nil }
 
 // bmcUpdate is an in-maintenance maintenance with one BMC firmware task (no host power involved:
 // no API objects are written) and a reconciler driving it on a clock the test moves.
