@@ -19,6 +19,7 @@ import (
 	"github.com/caprf/cluster-api-provider-redfish/controllers/machine"
 	"github.com/caprf/cluster-api-provider-redfish/controllers/remediation"
 	"github.com/caprf/cluster-api-provider-redfish/exp/controllers/maintenance"
+	"github.com/caprf/cluster-api-provider-redfish/exp/controllers/maintenanceset"
 	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
 )
 
@@ -60,7 +61,10 @@ type Options struct {
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishjobs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishjobs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmaintenances;redfishmaintenancepolicies,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmaintenances,verbs=delete
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmaintenances,verbs=create;delete
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmaintenancesets,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmaintenancesets/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmaintenancesets/finalizers;redfishmaintenances/finalizers,verbs=update
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmaintenances/status;redfishmaintenancepolicies/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=delete;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishhosts/status;redfishmachines/status;redfishclusters/status,verbs=get;update;patch
@@ -125,6 +129,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			return err
 		}
 		if err := (&maintenance.PolicyReconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
+			return err
+		}
+		if err := (&maintenanceset.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("redfishmaintenanceset-controller")}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 			return err
 		}
 	} else if err := (&maintenance.Reconciler{

@@ -38,6 +38,9 @@ func Setup(mgr ctrl.Manager, reader client.Reader) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, &expv1.RedfishMaintenancePolicy{}).WithValidator(&MaintenancePolicy{}).Complete(); err != nil {
 		return err
 	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &expv1.RedfishMaintenanceSet{}).WithValidator(&MaintenanceSet{}).Complete(); err != nil {
+		return err
+	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.RedfishJob{}).WithValidator(&Job{Reader: reader}).Complete(); err != nil {
 		return err
 	}

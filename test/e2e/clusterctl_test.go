@@ -67,7 +67,7 @@ var _ = Describe("clusterctl release", Label("clusterctl"), func() {
 				Expect(o.GetLabels()).To(HaveKey(clusterctlv1.ClusterctlMoveLabel), "remediation templates must move with clusterctl move")
 			}
 		}
-		Expect(crds).To(Equal(10))
+		Expect(crds).To(Equal(11))
 
 		config := filepath.Join(repo, "clusterctl.yaml")
 		Expect(os.WriteFile(config, []byte(`providers:

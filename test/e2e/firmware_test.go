@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -465,5 +466,89 @@ var _ = Describe("Firmware through maintenances", func() {
 			Expect(b.os.Booted(hostOf[i])).To(ContainElement(simos.BIOSSetup), p)
 			Expect(b.os.Booted(hostOf[i])).NotTo(ContainElement("disk"), "%s: the host's OS must not start to apply BIOS settings", p)
 		}
+	})
+
+	It("runs a fleet BIOS update on a canary group first; the rest waits for approval, then proceeds within the budget", Label("firmware-canary"), func() {
+		const budget = 2
+		images := imageServer()
+		b := profileBed("canary", len(mediaProfiles), mediaProfiles, false)
+		b.waitHostsAvailable(len(mediaProfiles))
+		for _, h := range b.hosts() {
+			before := h.DeepCopy()
+			h.Labels["fleet"] = "bios-2026"
+			Expect(env.Patch(ctx, &h, client.MergeFrom(before))).To(Succeed())
+		}
+		Expect(env.Create(ctx, &expv1.RedfishMaintenancePolicy{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "fleet"},
+			Spec: expv1.RedfishMaintenancePolicySpec{MaxUnavailable: ptr.To(intstr.FromInt32(budget))}})).To(Succeed())
+		set := &expv1.RedfishMaintenanceSet{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "bios-2026"},
+			Spec: expv1.RedfishMaintenanceSetSpec{
+				HostSelector: metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "bios-2026"}},
+				Template: expv1.MaintenanceTemplate{Reason: "BIOS 3.00", Requestor: "fleet-ops", Policy: expv1.Enforced,
+					Tasks: []expv1.MaintenanceTask{biosPlan(images.URL, "U46-v3.00")}},
+				Canary: &expv1.MaintenanceCanary{Count: ptr.To[int32](2)},
+			}}
+		Expect(env.Create(ctx, set)).To(Succeed())
+		getSet := func(g Gomega) *expv1.RedfishMaintenanceSet {
+			s := &expv1.RedfishMaintenanceSet{}
+			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(set), s)).To(Succeed())
+			return s
+		}
+
+		By("the canary completes; the others have no maintenance and no update until the approval")
+		var canary []string
+		Eventually(func(g Gomega) {
+			s := getSet(g)
+			g.Expect(s.Status.Phase).To(Equal(expv1.SetPhaseWaitingForApproval), "%+v", s.Status)
+			canary = s.Status.CanaryHosts
+		}, 2*time.Minute).Should(Succeed())
+		s := getSet(Default)
+		Expect(canary).To(HaveLen(2))
+		Expect(s.Status.Counts).To(Equal(expv1.MaintenanceSetCounts{NotStarted: int32(len(mediaProfiles)) - 2, Completed: 2}))
+		Expect(conditions.GetReason(s, infrav1.ReadyCondition)).To(Equal("WaitingForApproval"))
+		ms := &expv1.RedfishMaintenanceList{}
+		Expect(env.List(ctx, ms, client.InNamespace(b.ns))).To(Succeed())
+		Expect(ms.Items).To(HaveLen(2))
+		for _, h := range b.hosts() {
+			bios, _ := b.serverOf(h.Name).FirmwareVersions()
+			if slices.Contains(canary, h.Name) {
+				Expect(bios).To(Equal("U46-v3.00"), "canary host %s", h.Name)
+				continue
+			}
+			Expect(b.serverOf(h.Name).Stats().SimpleUpdates).To(BeZero(), "host %s was updated before the approval", h.Name)
+		}
+
+		By("approved: every other host is updated, never more than the budget at once")
+		var peak atomic.Int32
+		sampleCtx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for sampleCtx.Err() == nil {
+				if s := (&expv1.RedfishMaintenanceSet{}); env.Get(sampleCtx, client.ObjectKeyFromObject(set), s) == nil && s.Status.Counts.InProgress > peak.Load() {
+					peak.Store(s.Status.Counts.InProgress)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+		DeferCleanup(func() { stop(); wg.Wait() })
+		Eventually(func(g Gomega) {
+			s := getSet(g)
+			before := s.DeepCopy()
+			s.Spec.Canary.Approved = true
+			g.Expect(env.Patch(ctx, s, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))).To(Succeed())
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			s := getSet(g)
+			g.Expect(s.Status.Phase).To(Equal(expv1.SetPhaseCompleted), "%+v", s.Status)
+			g.Expect(conditions.IsTrue(s, infrav1.ReadyCondition)).To(BeTrue())
+		}, 2*time.Minute).Should(Succeed())
+		stop()
+		wg.Wait()
+		Expect(getSet(Default).Status.Counts).To(Equal(expv1.MaintenanceSetCounts{Completed: int32(len(mediaProfiles))}))
+		for _, h := range b.hosts() {
+			bios, _ := b.serverOf(h.Name).FirmwareVersions()
+			Expect(bios).To(Equal("U46-v3.00"), "host %s", h.Name)
+		}
+		Expect(peak.Load()).To(BeNumerically("<=", budget), "maintenances in progress at once")
+		Expect(peak.Load()).To(BeNumerically(">", 1), "the budget was never used in parallel")
 	})
 })

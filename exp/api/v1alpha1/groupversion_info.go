@@ -24,7 +24,7 @@ var (
 
 func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(GroupVersion, &RedfishMaintenance{}, &RedfishMaintenanceList{},
-		&RedfishMaintenancePolicy{}, &RedfishMaintenancePolicyList{})
+		&RedfishMaintenancePolicy{}, &RedfishMaintenancePolicyList{}, &RedfishMaintenanceSet{}, &RedfishMaintenanceSetList{})
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
 }
