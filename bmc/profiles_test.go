@@ -611,3 +611,31 @@ func TestSessionLimitIsReportedNotAnOutage(t *testing.T) {
 		t.Errorf("%d sessions created, want only the first client's", n)
 	}
 }
+
+// The image server's credentials go to a BMC that pulls in SimpleUpdate's Username and Password,
+// and, for a BMC that only takes a push, with the provider's own download of the image.
+func TestImageCredentialsReachTheImageServer(t *testing.T) {
+	ctx := context.Background()
+	creds := &ImageCredentials{Username: "fw-reader", Password: "s3cret"}
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, _ := r.BasicAuth()
+		seen = append(seen, user+":"+pass)
+		_, _ = w.Write(bytes.Repeat([]byte{0x5a}, 4096))
+	}))
+	t.Cleanup(srv.Close)
+	for _, name := range []string{"dmtf", "supermicro-x13"} {
+		s := newSim(t, simulator.Config{Profile: simulator.Profiles[name], TaskDuration: 100 * time.Millisecond})
+		c := connectTo(t, s, Options{})
+		if _, err := c.UpdateFirmware(ctx, srv.URL+"/U46-v2.95.bin", FirmwareBIOS, creds); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if users := s.Stats().ImageUsers; simulator.Profiles[name].PushUpdatesOnly {
+			if len(seen) != 1 || seen[0] != "fw-reader:s3cret" {
+				t.Errorf("%s: the image server saw %v, want the credentials once", name, seen)
+			}
+		} else if len(users) != 1 || users[0] != "fw-reader" {
+			t.Errorf("%s: SimpleUpdate carried users %v, want fw-reader", name, users)
+		}
+	}
+}

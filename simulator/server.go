@@ -94,6 +94,8 @@ type Stats struct {
 	IfMatchOnActions int
 	// PushedBytes counts the bytes of firmware images pushed to the MultipartHttpPushUri.
 	PushedBytes int64
+	// ImageUsers lists, per SimpleUpdate, the Username it gave for the image server ("" for none).
+	ImageUsers []string
 	// StaleIfMatch counts PATCHes refused with 412 because their If-Match was stale.
 	StaleIfMatch int
 	// Posts counts the POST requests carried out (answered 2xx, or carried out and the answer
@@ -200,7 +202,8 @@ func (s *Server) Stats() Stats {
 	defer s.mu.Unlock()
 	out := Stats{Requests: map[string]int{}, Resets: map[string]int{}, Posts: map[string]int{},
 		SessionsCreated: s.stats.SessionsCreated, SimpleUpdates: s.stats.SimpleUpdates, Boots: s.stats.Boots,
-		PeakInFlight: s.stats.PeakInFlight, IfMatchOnActions: s.stats.IfMatchOnActions, StaleIfMatch: s.stats.StaleIfMatch, PushedBytes: s.stats.PushedBytes}
+		PeakInFlight: s.stats.PeakInFlight, IfMatchOnActions: s.stats.IfMatchOnActions, StaleIfMatch: s.stats.StaleIfMatch, PushedBytes: s.stats.PushedBytes,
+		ImageUsers: append([]string(nil), s.stats.ImageUsers...)}
 	for k, v := range s.stats.Posts {
 		out.Posts[k] = v
 	}

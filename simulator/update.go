@@ -61,11 +61,15 @@ func (s *Server) simpleUpdate(w http.ResponseWriter, r *http.Request) {
 		ImageURI         string
 		TransferProtocol string
 		Targets          []string
+		Username         string
 	}
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.ImageURI == "" {
 		writeError(w, 400, "Base.1.8.ActionParameterMissing", "The action SimpleUpdate requires the parameter ImageURI.")
 		return
 	}
+	s.mu.Lock()
+	s.stats.ImageUsers = append(s.stats.ImageUsers, body.Username)
+	s.mu.Unlock()
 	s.startUpdate(w, updateTarget(body.Targets), body.ImageURI, body.ImageURI)
 }
 

@@ -550,5 +550,12 @@ var _ = Describe("Firmware through maintenances", func() {
 		}
 		Expect(peak.Load()).To(BeNumerically("<=", budget), "maintenances in progress at once")
 		Expect(peak.Load()).To(BeNumerically(">", 1), "the budget was never used in parallel")
+
+		By("deleting the set deletes its maintenances")
+		Expect(env.Delete(ctx, set)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(env.List(ctx, ms, client.InNamespace(b.ns))).To(Succeed())
+			g.Expect(ms.Items).To(BeEmpty())
+		}).Should(Succeed())
 	})
 })

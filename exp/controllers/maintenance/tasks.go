@@ -132,7 +132,7 @@ func (r *Reconciler) checkTasks(ctx context.Context, m *expv1.RedfishMaintenance
 		switch {
 		case t.Firmware != nil && t.Firmware.ImageCredentialsSecretName != "":
 			if _, err := r.imageCredentials(ctx, m, t.Firmware); err != nil {
-				if apierrors.IsNotFound(err) || errors.Is(err, errBadSecret) {
+				if errors.Is(err, errNoSecret) || errors.Is(err, errBadSecret) {
 					problems = append(problems, fmt.Sprintf("tasks[%d].firmware: %s", i, err))
 					continue
 				}
@@ -180,7 +180,10 @@ func (r *Reconciler) checkTasks(ctx context.Context, m *expv1.RedfishMaintenance
 	return true, ctrl.Result{}
 }
 
-var errBadSecret = errors.New("the Secret needs the keys username and password")
+var (
+	errNoSecret  = errors.New("not found")
+	errBadSecret = errors.New("the Secret needs the keys username and password")
+)
 
 // imageCredentials reads a firmware task's image server credentials (nil without a Secret).
 func (r *Reconciler) imageCredentials(ctx context.Context, m *expv1.RedfishMaintenance, f *expv1.FirmwareUpdate) (*bmc.ImageCredentials, error) {
@@ -190,7 +193,7 @@ func (r *Reconciler) imageCredentials(ctx context.Context, m *expv1.RedfishMaint
 	s := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: f.ImageCredentialsSecretName}, s); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("image credentials Secret %s not found", f.ImageCredentialsSecretName)
+			return nil, fmt.Errorf("image credentials Secret %s %w", f.ImageCredentialsSecretName, errNoSecret)
 		}
 		return nil, err
 	}

@@ -153,6 +153,9 @@ func TestAbortWaitsOutARunningFlashThenFailsKeepingTheHost(t *testing.T) {
 	f := &fakeBMC{version: "1.0", applies: true, outcomes: []string{"running"}}
 	r, m, now := bmcUpdate(f, 2, "2.0", "3.0")
 	rounds(t, r, m, now, 3)
+	if st := m.Status.Tasks[0]; st.Phase != expv1.PhaseFlashing || ptr.Deref(st.Percent, -1) != 40 || st.TaskURI != "/tasks/1" {
+		t.Fatalf("task %+v: want the BMC task's progress (40%%) in status while it flashes", st)
+	}
 	m.Spec.Abort = true
 	rounds(t, r, m, now, 5)
 	if m.Status.Stage != expv1.StageInMaintenance || conditions.GetReason(m, infrav1.ReadyCondition) != AbortedReason {

@@ -1,0 +1,202 @@
+package maintenance
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/bmc"
+	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+)
+
+// fakeBIOS is a BMC whose staged BIOS settings apply only when applies is set.
+type fakeBIOS struct {
+	fakeBMC
+	current, staged map[string]any
+	applies         bool
+}
+
+func (f *fakeBIOS) SetBIOSAttributes(_ context.Context, attrs map[string]any) error {
+	f.staged = attrs
+	return nil
+}
+
+func (f *fakeBIOS) BIOSAttributes(context.Context) (map[string]any, error) { return f.current, nil }
+
+// boot is what a boot into the BIOS setup does to the fake.
+func (f *fakeBIOS) boot() {
+	if f.applies {
+		for k, v := range f.staged {
+			f.current[k] = v
+		}
+	}
+	f.staged = nil
+}
+
+func apiWorld(t *testing.T, objs ...client.Object) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, infrav1.AddToScheme, expv1.AddToScheme, clusterv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
+		WithStatusSubresource(&expv1.RedfishMaintenance{}, &infrav1.RedfishJob{}).Build()
+}
+
+// finishJobs marks the maintenance's RedfishJobs completed, as the job controller would once the
+// host booted into its BIOS setup and was powered off again; it reports how many it finished.
+func finishJobs(t *testing.T, c client.Client, boot func()) int {
+	t.Helper()
+	jobs := &infrav1.RedfishJobList{}
+	if err := c.List(context.Background(), jobs); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		if j.Finished() {
+			continue
+		}
+		if j.Spec.Tasks[1].BootOnce != "BiosSetup" || j.Spec.Tasks[2].Power != infrav1.JobPowerOn || j.Spec.Tasks[3].Power != infrav1.JobPowerForceOff {
+			t.Fatalf("job %s: %+v, want off, boot once into the BIOS setup, on, off", j.Name, j.Spec.Tasks)
+		}
+		boot()
+		now := metav1.NowMicro()
+		j.Status.CompletionTime = &now
+		conditions.Set(j, metav1.Condition{Type: infrav1.JobCompletedCondition, Status: metav1.ConditionTrue, Reason: "Finished"})
+		if err := c.Status().Update(context.Background(), j); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	return n
+}
+
+func biosMaintenance(attrs map[string]string) (*expv1.RedfishMaintenance, *infrav1.RedfishHost) {
+	raw := map[string]apiextensionsv1.JSON{}
+	for k, v := range attrs {
+		raw[k] = apiextensionsv1.JSON{Raw: []byte(v)}
+	}
+	m := &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", UID: "m-uid"},
+		Spec:   expv1.RedfishMaintenanceSpec{HostName: "h", Tasks: []expv1.MaintenanceTask{{BIOSSettings: &expv1.BIOSSettings{Attributes: raw, Retries: ptr.To[int32](1)}}}},
+		Status: expv1.RedfishMaintenanceStatus{Stage: expv1.StageInMaintenance}}
+	return m, &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h"}}
+}
+
+func TestBIOSSettingsThatDoNotTakeAreReportedByNameNeverByValue(t *testing.T) {
+	for _, applies := range []bool{true, false} {
+		f := &fakeBIOS{current: map[string]any{"BootMode": "Uefi", "AdminPassword": nil, "NumaGroupSizeOpt": float64(1)}, applies: applies}
+		m, host := biosMaintenance(map[string]string{"BootMode": `"LegacyBios"`, "AdminPassword": `"s3cret-pw"`, "NumaGroupSizeOpt": `2`})
+		c := apiWorld(t, host)
+		now := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
+		r := &Reconciler{Client: c, APIReader: c, PollInterval: time.Second, Now: func() time.Time { return now },
+			Connect: func(context.Context, *infrav1.RedfishHost) (BMC, error) { return f, nil }}
+		boots := 0
+		for range 200 {
+			done, _, err := r.runTasks(context.Background(), m, host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if done || m.Status.Tasks[0].State == expv1.TaskFailed {
+				break
+			}
+			boots += finishJobs(t, c, f.boot)
+			now = now.Add(r.PollInterval)
+		}
+		st := m.Status.Tasks[0]
+		if applies {
+			if st.State != expv1.TaskSucceeded || boots != 1 {
+				t.Errorf("settings that took: task %+v after %d boot(s), want succeeded after one", st, boots)
+			}
+			continue
+		}
+		if st.State != expv1.TaskFailed || boots != 2 {
+			t.Fatalf("settings that did not take: task %+v after %d boot(s), want failed after two attempts", st, boots)
+		}
+		for _, name := range []string{"AdminPassword", "BootMode", "NumaGroupSizeOpt"} {
+			if !strings.Contains(st.Message, name) {
+				t.Errorf("message %q does not name %s", st.Message, name)
+			}
+		}
+		if msg := st.Message + conditions.GetMessage(m, infrav1.ReadyCondition); strings.Contains(msg, "s3cret-pw") || strings.Contains(msg, "LegacyBios") {
+			t.Errorf("a value reached the status: %q", msg)
+		}
+		held := &infrav1.RedfishHost{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(host), held); err != nil || len(held.Spec.RebootRequests) != 1 {
+			t.Errorf("host reboot requests %+v (%v): want the maintenance's power hold kept", held.Spec.RebootRequests, err)
+		}
+	}
+}
+
+func TestImageCredentialsAreCheckedBeforeTheAnnouncement(t *testing.T) {
+	plan := func(secret string) *expv1.RedfishMaintenance {
+		return &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m"},
+			Spec: expv1.RedfishMaintenanceSpec{HostName: "h", Tasks: []expv1.MaintenanceTask{{Firmware: &expv1.FirmwareUpdate{Component: expv1.FirmwareBIOS,
+				ImageCredentialsSecretName: secret, Plan: []expv1.FirmwareVersion{{Version: "2", ImageURL: "http://images/2.bin"}}}}}},
+			Status: expv1.RedfishMaintenanceStatus{Stage: expv1.StagePending}}
+	}
+	c := apiWorld(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "half"}, Data: map[string][]byte{"username": []byte("u")}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "good"}, Data: map[string][]byte{"username": []byte("u"), "password": []byte("p4ss")}})
+	r := &Reconciler{Client: c, APIReader: c, PollInterval: time.Second, Now: time.Now}
+	host := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h"}}
+	for secret, want := range map[string]string{"missing": "image credentials Secret missing not found", "half": "needs the keys username and password", "good": ""} {
+		m := plan(secret)
+		ok, _ := r.checkTasks(context.Background(), m, host)
+		switch {
+		case want == "" && (!ok || m.Status.Tasks[0].State != expv1.TaskPending):
+			t.Errorf("%s: refused (%s)", secret, describe(m))
+		case want != "" && (ok || m.Status.Stage != expv1.StageFailed || !strings.Contains(describe(m), want)):
+			t.Errorf("%s: stage %s, %s; want Failed with %q", secret, m.Status.Stage, describe(m), want)
+		}
+	}
+	creds, err := r.imageCredentials(context.Background(), plan("good"), plan("good").Spec.Tasks[0].Firmware)
+	if err != nil || *creds != (bmc.ImageCredentials{Username: "u", Password: "p4ss"}) {
+		t.Errorf("credentials %+v, %v", creds, err)
+	}
+}
+
+func TestADeletedMaintenanceWaitsOutAFlashBeforeHandingTheHostBack(t *testing.T) {
+	f := &fakeBMC{version: "1.0", applies: true, outcomes: []string{"running"}}
+	r, m, now := bmcUpdate(f, 2, "2.0")
+	host := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h"}}
+	rounds(t, r, m, now, 3) // flashing
+	m.Finalizers = []string{Finalizer}
+	c := apiWorld(t, host, m)
+	if err := c.Delete(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	r.Client, r.APIReader = c, c
+	key := client.ObjectKeyFromObject(m)
+	reconcile := func() *expv1.RedfishMaintenance {
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
+		got := &expv1.RedfishMaintenance{}
+		if err := c.Get(context.Background(), key, got); client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := reconcile(); len(got.Finalizers) == 0 {
+		t.Fatal("the maintenance went while the BMC was flashing")
+	}
+	f.outcomes = []string{"ok"}
+	if got := reconcile(); len(got.Finalizers) != 0 {
+		t.Errorf("the maintenance stays once the flash ended: %s", describe(got))
+	}
+}
