@@ -143,7 +143,7 @@ func checkAttributes(reg []schemas.Attributes, current schemas.SettingsAttribute
 			case !ok:
 				problems = append(problems, fmt.Sprintf("%s: unknown attribute", name))
 			case cur != nil && kindOf(cur) != kindOf(v): // a null current value (a password) says nothing
-				problems = append(problems, fmt.Sprintf("%s: a %s value, but the attribute holds a %s", name, kindOf(v), kindOf(cur)))
+				problems = append(problems, fmt.Sprintf("%s: a value of type %s, but the attribute holds type %s", name, kindOf(v), kindOf(cur)))
 			}
 			continue
 		}

@@ -345,7 +345,7 @@ var _ = Describe("Firmware through maintenances", func() {
 		}
 
 		By("sampling the workers' power and Nodes while the BMCs update")
-		var off, cordoned, notReady atomic.Int32
+		var off, cordoned, notReady, peak atomic.Int32
 		sampleCtx, stop := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		wg.Go(func() {
@@ -365,6 +365,18 @@ var _ = Describe("Firmware through maintenances", func() {
 						if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
 							notReady.Add(1)
 						}
+					}
+				}
+				ms := &expv1.RedfishMaintenanceList{}
+				if env.List(sampleCtx, ms, client.InNamespace(b.ns)) == nil {
+					n := int32(0)
+					for _, m := range ms.Items {
+						if m.Status.Stage == expv1.StageInMaintenance {
+							n++
+						}
+					}
+					if n > peak.Load() {
+						peak.Store(n)
 					}
 				}
 				time.Sleep(50 * time.Millisecond)
@@ -399,6 +411,8 @@ var _ = Describe("Firmware through maintenances", func() {
 		Expect(off.Load()).To(BeZero(), "samples of a worker not powered on")
 		Expect(cordoned.Load()).To(BeZero(), "samples of a cordoned Node")
 		Expect(notReady.Load()).To(BeZero(), "samples of a Node not Ready")
+		// The MachineDeployment allows 1 unavailable: BMC updates do not count against it.
+		Expect(peak.Load()).To(BeNumerically(">", 1), "BMC updates in progress at once")
 	})
 
 	It("applies BIOS settings on every BMC profile with a BIOS, verified after the boot; an unknown attribute or a bad value is refused before any power action", Label("bios-settings"), func() {
