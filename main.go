@@ -47,6 +47,7 @@ type flags struct {
 	burst                   int
 	syncPeriod              time.Duration
 	bmcCheckInterval        time.Duration
+	biosSetupWait           time.Duration
 	orphanGracePeriod       time.Duration
 	restoreGracePeriod      time.Duration
 	webhookPort             int
@@ -75,6 +76,7 @@ func main() {
 	fs.IntVar(&f.burst, "kube-api-burst", 400, "Maximum burst to the management cluster API server.")
 	fs.DurationVar(&f.orphanGracePeriod, "orphan-grace-period", 2*time.Minute, "How long a claimed host's RedfishMachine may be missing (outside a paused Cluster) before the host releases the claim.")
 	fs.DurationVar(&f.restoreGracePeriod, "restore-grace-period", 2*time.Minute, "How long an unclaimed host found powered on is kept out of the pool for its machine to be recreated (clusterctl move, a restore).")
+	fs.DurationVar(&f.biosSetupWait, "bios-setup-wait", 3*time.Minute, "How long a firmware or BIOS-settings maintenance leaves a host in POST before powering it off, when its BMC reports no boot progress (BootProgress SetupEntered ends the wait on BMCs that do).")
 	fs.DurationVar(&f.bmcCheckInterval, "bmc-check-interval", time.Minute, "How often a settled host re-reads its BMC (BMCReachable and power state); a power transition is re-read sooner, with backoff.")
 	fs.DurationVar(&f.syncPeriod, "sync-period", 10*time.Minute, "Minimum interval at which watched objects are reconciled.")
 	fs.IntVar(&f.webhookPort, "webhook-port", 9443, "Webhook server port.")
@@ -172,6 +174,7 @@ func run(ctx context.Context, f flags) error {
 	if err := provider.Setup(ctx, mgr, listen, controllers.Options{
 		SeedBaseURL:        f.seedURL,
 		BMCCheckInterval:   f.bmcCheckInterval,
+		BIOSSetupWait:      f.biosSetupWait,
 		OrphanGracePeriod:  f.orphanGracePeriod,
 		RestoreGracePeriod: f.restoreGracePeriod,
 		Maintenance:        f.featureGates["Maintenance"],

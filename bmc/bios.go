@@ -168,27 +168,39 @@ func checkAttributes(reg []schemas.Attributes, current schemas.SettingsAttribute
 				ok = ok || a.ValueName == s
 			}
 			if !ok {
-				problems = append(problems, fmt.Sprintf("%s: %v is not one of %v", name, v, allowed))
+				problems = append(problems, fmt.Sprintf("%s: not one of %v", name, allowed))
 			}
 		case def.Type == schemas.IntegerAttributeType:
 			n, ok := toInt(v)
 			switch {
 			case !ok:
-				problems = append(problems, fmt.Sprintf("%s: %v is not an integer", name, v))
+				problems = append(problems, fmt.Sprintf("%s: not an integer", name))
 			case def.LowerBound != nil && n < int64(*def.LowerBound), def.UpperBound != nil && n > int64(*def.UpperBound):
-				problems = append(problems, fmt.Sprintf("%s: %d is out of range", name, n))
+				problems = append(problems, fmt.Sprintf("%s: out of range%s", name, bounds(def)))
 			}
 		case def.Type == schemas.BooleanAttributeType:
 			if _, ok := v.(bool); !ok {
-				problems = append(problems, fmt.Sprintf("%s: %v is not a boolean", name, v))
+				problems = append(problems, fmt.Sprintf("%s: not a boolean", name))
 			}
 		case def.Type == schemas.StringAttributeType || def.Type == schemas.PasswordAttributeType:
 			if _, ok := v.(string); !ok {
-				problems = append(problems, fmt.Sprintf("%s: %v is not a string", name, v))
+				problems = append(problems, fmt.Sprintf("%s: not a string", name))
 			}
 		}
 	}
 	return problems
+}
+
+// bounds describes an integer attribute's range, e.g. " [1, 8]".
+func bounds(def *schemas.Attributes) string {
+	lo, hi := "", ""
+	if def.LowerBound != nil {
+		lo = fmt.Sprint(*def.LowerBound)
+	}
+	if def.UpperBound != nil {
+		hi = fmt.Sprint(*def.UpperBound)
+	}
+	return " [" + lo + ", " + hi + "]"
 }
 
 // kindOf names the JSON type of an attribute value.

@@ -107,13 +107,11 @@ func TestBIOSSettingsApplyOnResetAndRegistryRejectsBadAttributes(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPower(t, c, PowerOn)
-	attrs, err := c.BIOSAttributes(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if attrs["ProcTurboMode"] != "Disabled" || attrs["NumaGroupSizeOpt"] != float64(2) {
-		t.Errorf("after reset: %v", attrs)
-	}
+	// Written during POST, which follows the power-on.
+	waitFor(t, 5*time.Second, "the settings applied", func() (bool, any) {
+		attrs, err := c.BIOSAttributes(ctx)
+		return err == nil && attrs["ProcTurboMode"] == "Disabled" && attrs["NumaGroupSizeOpt"] == float64(2), attrs
+	})
 }
 
 func TestFirmwareUpdateProgressesAndIsNeverStartedTwice(t *testing.T) {

@@ -32,6 +32,16 @@ type ImageCredentials struct {
 	Password string
 }
 
+func (c *client) BootProgress(ctx context.Context) (string, error) {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	sys, err := c.system(ctx)
+	if err != nil {
+		return "", err
+	}
+	return string(sys.BootProgress.LastState), nil
+}
+
 func (c *client) FirmwareVersion(ctx context.Context, target FirmwareTarget) (string, error) {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
@@ -128,6 +138,9 @@ func (c *client) runningUpdate(api *gofish.APIClient) (string, error) {
 		return "", fmt.Errorf("listing tasks: %w", classify(err))
 	}
 	for _, t := range tasks {
+		if target := t.Payload.TargetURI; target != "" && !strings.Contains(target, "UpdateService") && !strings.Contains(target, "update") {
+			continue // another kind of task (a drive erase): not an update to follow
+		}
 		if t.TaskState == schemas.RunningTaskState || t.TaskState == schemas.NewTaskState || t.TaskState == schemas.StartingTaskState {
 			return t.ODataID, nil // the Task outlives its monitor (see taskOf)
 		}

@@ -639,3 +639,27 @@ func TestImageCredentialsReachTheImageServer(t *testing.T) {
 		}
 	}
 }
+
+// An update is never mistaken for another kind of task the BMC runs: with a drive erase under
+// way, UpdateFirmware starts the update (it follows only a running update).
+func TestAnEraseUnderWayIsNotTakenForAnUpdate(t *testing.T) {
+	ctx := context.Background()
+	s := newSim(t, simulator.Config{EraseDuration: 5 * time.Second, TaskDuration: 100 * time.Millisecond})
+	c := connectTo(t, s, Options{})
+	jobs, err := c.EraseDrives(ctx)
+	if err != nil || len(jobs) == 0 {
+		t.Fatalf("erase: %v, %v", jobs, err)
+	}
+	uri, err := c.UpdateFirmware(ctx, "http://images.example/U46-v2.99.bin", FirmwareBIOS, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Stats().SimpleUpdates; n != 1 {
+		t.Errorf("%d updates started, want 1", n)
+	}
+	for _, j := range jobs {
+		if j.TaskURI != "" && strings.HasSuffix(uri, j.TaskURI[strings.LastIndex(j.TaskURI, "/"):]) {
+			t.Errorf("the update follows the erase task %s", uri)
+		}
+	}
+}

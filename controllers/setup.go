@@ -48,6 +48,9 @@ type Options struct {
 	// RestoreGracePeriod is how long an unclaimed host found powered on is kept out of the pool
 	// for its machine to be recreated (default 2m).
 	RestoreGracePeriod time.Duration
+	// BIOSSetupWait is how long a maintenance leaves a host whose BMC reports no boot progress in
+	// POST to write a staged BIOS image or settings (default 3m).
+	BIOSSetupWait time.Duration
 	// Namespace restricts the metadata-only watch of Secrets (which tells the host controller
 	// when BMC credentials changed) to the manager's namespace; empty: all namespaces.
 	Namespace string
@@ -124,7 +127,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if opts.Maintenance {
 		if err := (&maintenance.Reconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), PollInterval: opts.PollInterval, ClusterCache: opts.ClusterCache,
-			Recorder: mgr.GetEventRecorder("redfishmaintenance-controller"), Connect: maintenanceBMC(hosts),
+			Recorder: mgr.GetEventRecorder("redfishmaintenance-controller"), Connect: maintenanceBMC(hosts), SetupWait: opts.BIOSSetupWait,
 		}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 			return err
 		}

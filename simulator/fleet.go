@@ -17,8 +17,10 @@ type FleetOptions struct {
 	Fleet uint16
 	// Username and Password every BMC accepts (default admin / password).
 	Username, Password string
-	// PowerLatency, TaskDuration, EraseDuration, NoSecureErase, TLS and PoweredOn as in Config.
+	// PowerLatency, POSTDuration, TaskDuration, EraseDuration, NoSecureErase, TLS and PoweredOn as
+	// in Config.
 	PowerLatency  time.Duration
+	POSTDuration  time.Duration
 	TaskDuration  time.Duration
 	EraseDuration time.Duration
 	NoSecureErase bool
@@ -53,7 +55,7 @@ func StartFleet(opts FleetOptions) (*Fleet, error) {
 		s, err := New(Config{
 			Profile: profile,
 			ID:      fmt.Sprintf("%s-%d", opts.NamePrefix, i), Index: i, Fleet: opts.Fleet, Username: opts.Username, Password: opts.Password,
-			PowerLatency: opts.PowerLatency, TaskDuration: opts.TaskDuration, EraseDuration: opts.EraseDuration, NoSecureErase: opts.NoSecureErase,
+			PowerLatency: opts.PowerLatency, POSTDuration: opts.POSTDuration, TaskDuration: opts.TaskDuration, EraseDuration: opts.EraseDuration, NoSecureErase: opts.NoSecureErase,
 			IPXEChainURL: opts.IPXEChainURL, SingleMediaSlot: opts.SingleMediaSlot,
 			TLS: opts.TLS, PoweredOn: opts.PoweredOn,
 		})

@@ -60,6 +60,9 @@ type Profile struct {
 	// PatchRequiresIfMatch: a PATCH without If-Match is refused with 428 PreconditionRequired, as
 	// Lenovo XCC and AMI-based BMCs do.
 	PatchRequiresIfMatch bool
+	// NoBootProgress: the system reports no BootProgress (older firmware): nobody can tell from
+	// the BMC when POST is over.
+	NoBootProgress bool
 	// BootLockedDuringPOST: for this long after a power-on the system is in POST and refuses a
 	// boot override PATCH with 400 UnableToModifyDuringSystemPOST, as HPE iLO does.
 	BootLockedDuringPOST time.Duration
@@ -127,9 +130,11 @@ func (p Profile) bootTargets() []string {
 var Profiles = map[string]Profile{
 	"dmtf": {Name: "dmtf"},
 	// An older single system: drives as SimpleStorage devices, virtual media under the system, no
-	// UEFI HTTP boot and no boot mode property, no BIOS attribute registry nor settings apply time.
+	// UEFI HTTP boot and no boot mode property, no BIOS attribute registry nor settings apply time,
+	// no BootProgress.
 	"simple-storage": {Name: "simple-storage", SimpleStorageOnly: true, Media: "system",
-		BootTargets: []string{"None", "Pxe", "Cd", "Hdd", "BiosSetup"}, NoBootMode: true, NoAttributeRegistry: true, NoApplyTime: true},
+		BootTargets: []string{"None", "Pxe", "Cd", "Hdd", "BiosSetup"}, NoBootMode: true, NoAttributeRegistry: true, NoApplyTime: true,
+		NoBootProgress: true},
 	// Storage with drives, virtual media only under the manager and without actions (PATCH).
 	// Its system lists a VLAN sub-interface and the host interface among its EthernetInterfaces.
 	// Its firmware updates are accepted with 204 and no task monitor.

@@ -334,6 +334,7 @@ func (s *Server) system() map[string]any {
 		"@odata.id": systemPath, "@odata.type": "#ComputerSystem.v1_20_0.ComputerSystem", "Id": "1", "Name": "System",
 		"SystemType": "Physical", "Manufacturer": "CAPRF", "Model": "SimServer 1U", "SerialNumber": "SN-" + s.cfg.ID,
 		"UUID": st.uuid, "HostName": "", "PowerState": power, "BiosVersion": st.biosVersion,
+		"BootProgress":       map[string]any{"LastState": bootProgress(st.bootProgress)},
 		"Status":             map[string]any{"State": "Enabled", "Health": "OK"},
 		"ProcessorSummary":   map[string]any{"Count": 2, "CoreCount": 32, "Model": "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz"},
 		"MemorySummary":      map[string]any{"TotalSystemMemoryGiB": 256},
@@ -374,6 +375,9 @@ func (s *Server) system() map[string]any {
 	}
 	if pr.NoBios {
 		delete(sys, "Bios")
+	}
+	if pr.NoBootProgress {
+		delete(sys, "BootProgress")
 	}
 	if pr.NoBootMode {
 		boot := sys["Boot"].(map[string]any)
@@ -604,7 +608,7 @@ func (s *Server) secureErase(w http.ResponseWriter, r *http.Request) {
 	d.erasing = true
 	s.nextID++
 	t := &task{id: fmt.Sprintf("%d", s.nextID), state: TaskRunning, start: time.Now(), target: "Erase " + d.id,
-		message: "Secure erase of " + d.id + " started."}
+		message: "Secure erase of " + d.id + " started.", eraseTarget: r.URL.Path}
 	s.tasks[t.id] = t
 	s.after(s.cfg.EraseDuration, func() {
 		d.erasing, d.erased = false, d.erased+1
@@ -809,4 +813,11 @@ func oneOf(v string, allowed ...string) bool {
 		}
 	}
 	return false
+}
+
+func bootProgress(s string) string {
+	if s == "" {
+		return "None"
+	}
+	return s
 }

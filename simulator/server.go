@@ -27,6 +27,10 @@ type Config struct {
 	Username, Password string
 	// PowerLatency is how long a power transition takes. Default 0 (immediate, but still async).
 	PowerLatency time.Duration
+	// POSTDuration is how long the power-on self test runs once a power-on completes: a staged
+	// BIOS image and staged BIOS settings are written during it, so a server powered off before
+	// it ends keeps them staged. Default PowerLatency.
+	POSTDuration time.Duration
 	// TaskDuration is how long a firmware update task runs. Default 2s.
 	TaskDuration time.Duration
 	// EraseDuration is how long a drive's SecureErase runs: the BMC answers 202 with a task

@@ -56,14 +56,18 @@ type drive struct {
 }
 
 type systemState struct {
-	power       string
-	postUntil   time.Time // in POST until then (boot overrides refused by BootLockedDuringPOST)
-	offSince    time.Time // when the last power-off completed (PowerOnRefusedAfterOff)
-	boot        bootOverride
-	media       []*mediaSlot // virtual media slots; the first is the CD
-	bios        map[string]any
-	pendingBios map[string]any
-	biosVersion string
+	power     string
+	postUntil time.Time // in POST until then (boot overrides refused by BootLockedDuringPOST)
+	// bootProgress is BootProgress.LastState: None while off, SystemHardwareInitializationComplete
+	// during POST, then SetupEntered (a boot into the BIOS setup) or OSBootStarted.
+	bootProgress string
+	powerOns     int       // counts power-ons: a POST ending applies only to the boot it belongs to
+	offSince     time.Time // when the last power-off completed (PowerOnRefusedAfterOff)
+	boot         bootOverride
+	media        []*mediaSlot // virtual media slots; the first is the CD
+	bios         map[string]any
+	pendingBios  map[string]any
+	biosVersion  string
 	// pendingBiosVersion is a BIOS image staged by an update, flashed at the next boot.
 	pendingBiosVersion string
 	bmcVersion         string
@@ -73,14 +77,14 @@ type systemState struct {
 }
 
 func newSystemState(cfg Config) systemState {
-	power := PowerOff
+	power, progress := PowerOff, "None"
 	if cfg.PoweredOn {
-		power = PowerOn
+		power, progress = PowerOn, "OSRunning"
 	}
 	i := cfg.Index
 	return systemState{
-		power: power,
-		boot:  bootOverride{enabled: "Disabled", target: "None", mode: "UEFI"},
+		power: power, bootProgress: progress,
+		boot: bootOverride{enabled: "Disabled", target: "None", mode: "UEFI"},
 		bios: map[string]any{
 			"BootMode": "Uefi", "ProcTurboMode": "Enabled", "SriovGlobalEnable": "Disabled",
 			"ProcVirtualization": "Enabled", "WorkloadProfile": "Balanced", "NumaGroupSizeOpt": 1,
@@ -241,6 +245,27 @@ func (s *Server) BiosAttributes() map[string]any {
 	return out
 }
 
+// post ends the power-on self test of the boot numbered boot, if the server is still in it: staged
+// BIOS settings and a staged BIOS image are written, and the server enters its setup screen or
+// starts its OS. Caller holds s.mu.
+func (s *Server) post(boot int, setup bool) {
+	st := &s.state
+	if st.powerOns != boot || st.power != PowerOn {
+		return // powered off (or again) before POST ended: what was staged stays staged
+	}
+	for k, v := range st.pendingBios {
+		st.bios[k] = v
+	}
+	st.pendingBios = map[string]any{}
+	if st.pendingBiosVersion != "" {
+		st.biosVersion, st.pendingBiosVersion = st.pendingBiosVersion, ""
+	}
+	st.bootProgress = "OSBootStarted"
+	if setup {
+		st.bootProgress = "SetupEntered"
+	}
+}
+
 // PendingBIOSVersion returns the BIOS version an update staged for the next boot ("" when none).
 func (s *Server) PendingBIOSVersion() string {
 	s.mu.Lock()
@@ -318,7 +343,7 @@ func (s *Server) reset(resetType string) (int, string) {
 		}
 		st.power = PowerPoweringOff
 		st.postUntil = time.Time{} // a server going off is out of POST
-		s.after(lat, func() { st.power, st.offSince = PowerOff, time.Now() })
+		s.after(lat, func() { st.power, st.offSince, st.bootProgress = PowerOff, time.Now(), "None" })
 	case "GracefulRestart", "ForceRestart", "PowerCycle":
 		if st.power == PowerOff {
 			s.powerOn(lat)
@@ -326,7 +351,7 @@ func (s *Server) reset(resetType string) (int, string) {
 		}
 		st.power = PowerPoweringOff
 		s.after(lat, func() {
-			st.power = PowerOff
+			st.power, st.bootProgress = PowerOff, "None"
 			s.powerOn(lat)
 		})
 	default:
@@ -339,23 +364,26 @@ func (s *Server) reset(resetType string) (int, string) {
 // powerOn starts a boot that completes after lat. Caller holds s.mu.
 func (s *Server) powerOn(lat time.Duration) {
 	s.state.power = PowerPoweringOn
+	s.state.powerOns++
 	s.state.postUntil = time.Now().Add(lat + s.cfg.Profile.BootLockedDuringPOST)
 	s.after(lat, s.booted)
 }
 
-// booted finishes a power-on: pending BIOS settings apply, a one-time boot override is consumed,
-// and observers see what was booted. Caller holds s.mu.
+// booted finishes a power-on: POST starts (it writes staged BIOS images and settings when it
+// ends, see post), a one-time boot override is consumed, and observers see what was booted.
+// Caller holds s.mu.
 func (s *Server) booted() {
 	st := &s.state
 	st.power = PowerOn
 	s.stats.Boots++
-	for k, v := range st.pendingBios {
-		st.bios[k] = v
+	st.bootProgress = "SystemHardwareInitializationComplete"
+	setup := st.boot.enabled != "Disabled" && st.boot.target == "BiosSetup"
+	boot := st.powerOns
+	post := s.cfg.POSTDuration
+	if post == 0 {
+		post = s.cfg.PowerLatency
 	}
-	st.pendingBios = map[string]any{}
-	if st.pendingBiosVersion != "" {
-		st.biosVersion, st.pendingBiosVersion = st.pendingBiosVersion, ""
-	}
+	s.after(post, func() { s.post(boot, setup) })
 
 	ev := BootEvent{ServerID: s.cfg.ID, Time: time.Now(), Target: "None", Mode: st.boot.mode, MACs: append([]string(nil), st.macs...)}
 	if st.boot.enabled != "Disabled" {

@@ -27,6 +27,8 @@ type task struct {
 	version  string
 	imageURI string
 	critical bool // ends Completed with TaskStatus Critical: the BMC rejected the image (Faults.FailUpdates)
+	// eraseTarget is the SecureErase action of the drive an erase task erases.
+	eraseTarget string
 }
 
 func (t *task) name() string {
@@ -49,6 +51,11 @@ func (t *task) resource() map[string]any {
 	}
 	if !t.end.IsZero() {
 		r["EndTime"] = t.end.UTC().Format(time.RFC3339)
+	}
+	// The request that started the task, as Redfish records it.
+	r["Payload"] = map[string]any{"TargetUri": updatePath + "/Actions/UpdateService.SimpleUpdate", "HttpOperation": "POST"}
+	if strings.HasPrefix(t.target, "Erase ") {
+		r["Payload"] = map[string]any{"TargetUri": t.eraseTarget, "HttpOperation": "POST"}
 	}
 	return r
 }

@@ -22,9 +22,9 @@ const (
 // +kubebuilder:validation:Enum=Pxe;UefiHttp;Cd;Hdd;BiosSetup
 type JobBootTarget string
 
-// JobTask is one BMC operation of a job. Exactly one of power, bootOnce, insertMedia and ejectMedia
-// is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.power), has(self.bootOnce), has(self.insertMedia), has(self.ejectMedia)].filter(x, x).size() == 1",message="a task sets exactly one of power, bootOnce, insertMedia, ejectMedia"
+// JobTask is one BMC operation of a job. Exactly one of power, bootOnce, insertMedia, ejectMedia
+// and waitForBootProgress is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.power), has(self.bootOnce), has(self.insertMedia), has(self.ejectMedia), has(self.waitForBootProgress)].filter(x, x).size() == 1",message="a task sets exactly one of power, bootOnce, insertMedia, ejectMedia, waitForBootProgress"
 type JobTask struct {
 	// power sends this ComputerSystem.Reset and waits until the BMC reports the power state it
 	// leads to: Off for ForceOff and GracefulShutdown, On for the others (PoweringOff is not Off).
@@ -40,6 +40,12 @@ type JobTask struct {
 	// ejectMedia ejects what the BMC's virtual media hold.
 	// +optional
 	EjectMedia *EjectMedia `json:"ejectMedia,omitempty"`
+	// waitForBootProgress waits until the system reports a boot progress state (Redfish
+	// BootProgress.LastState): e.g. SetupEntered once a boot into the BIOS setup is past POST,
+	// which writes staged BIOS images and settings. On a BMC that reports no boot progress it waits
+	// orAfter instead.
+	// +optional
+	WaitForBootProgress *JobBootProgress `json:"waitForBootProgress,omitempty"`
 	// timeout bounds the task, BMC calls included: past it the task, and the job, fail.
 	// Default 5m.
 	// +optional
@@ -58,6 +64,18 @@ type JobMedia struct {
 
 // EjectMedia ejects the host's virtual media.
 type EjectMedia struct{}
+
+// JobBootProgress is a boot progress state to wait for.
+type JobBootProgress struct {
+	// state to wait for.
+	// +required
+	// +kubebuilder:validation:Enum=SetupEntered;OSBootStarted;OSRunning
+	State string `json:"state,omitempty"`
+	// orAfter is how long to wait on a BMC that reports no boot progress. Default 3m; it must be
+	// shorter than the task's timeout.
+	// +optional
+	OrAfter *metav1.Duration `json:"orAfter,omitempty"`
+}
 
 // RedfishJobSpec is a list of BMC operations run once, in order, on one host.
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: create another job"

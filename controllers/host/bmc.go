@@ -19,6 +19,7 @@ type BMC interface {
 	EraseDrives(ctx context.Context) ([]bmc.EraseJob, error)
 	ErasesInProgress(ctx context.Context, drives []string) (int, error)
 	TaskStatus(ctx context.Context, uri string) (*bmc.Task, error)
+	BootProgress(ctx context.Context) (string, error)
 }
 
 // BMCs hands out connected BMCs: bmc.Pool in the manager (see FromPool), a fake in unit tests.

@@ -87,9 +87,11 @@ func TestOfTwoJobsStartedAtOnceTheFirstKeepsTheHost(t *testing.T) {
 }
 
 // A host claimed between a job's start and its first task fails the job (HostInUse) without a
-// BMC request, unless a maintenance has the host in stage InMaintenance.
+// BMC request, unless a maintenance that took the Machine off has the host in stage
+// InMaintenance (a BMC-firmware-only maintenance leaves the Machine running: it does not count).
 func TestAJobOnAClaimedHostFailsUnlessTheHostIsInMaintenance(t *testing.T) {
-	for _, stage := range []expv1.MaintenanceStage{"", expv1.StageApproved, expv1.StageInMaintenance} {
+	const bmcOnly = expv1.MaintenanceStage("InMaintenance, BMC firmware only")
+	for _, stage := range []expv1.MaintenanceStage{"", expv1.StageApproved, expv1.StageInMaintenance, bmcOnly} {
 		h := availableHost("h")
 		h.Status.State = infrav1.HostStateProvisioned
 		h.Status.Claim = &infrav1.HostClaim{Consumer: infrav1.ObjectRef{Kind: "RedfishMachine", Namespace: "ns", Name: "m1"}}
@@ -97,7 +99,13 @@ func TestAJobOnAClaimedHostFailsUnlessTheHostIsInMaintenance(t *testing.T) {
 		at := metav1.NowMicro()
 		j.Status.StartTime, j.Status.Tasks = &at, []infrav1.JobTaskStatus{{State: infrav1.JobTaskPending}}
 		objs := []client.Object{h, j}
-		if stage != "" {
+		switch stage {
+		case "":
+		case bmcOnly:
+			objs = append(objs, &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "bmc"},
+				Spec:   expv1.RedfishMaintenanceSpec{HostName: "h", Tasks: []expv1.MaintenanceTask{{Firmware: &expv1.FirmwareUpdate{Component: expv1.FirmwareBMC}}}},
+				Status: expv1.RedfishMaintenanceStatus{Stage: expv1.StageInMaintenance}})
+		default:
 			objs = append(objs, &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "bios"},
 				Spec: expv1.RedfishMaintenanceSpec{HostName: "h"}, Status: expv1.RedfishMaintenanceStatus{Stage: stage}})
 		}

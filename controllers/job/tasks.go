@@ -76,11 +76,45 @@ func (r *Reconciler) step(ctx context.Context, j *infrav1.RedfishJob, i int, h *
 		return true, 0, c.InsertMedia(ctx, t.InsertMedia.URL, "")
 	case t.EjectMedia != nil:
 		return true, 0, c.EjectMedia(ctx, "")
+	case t.WaitForBootProgress != nil:
+		return r.waitForBootProgress(ctx, j, i, c)
 	}
 	return false, 0, fmt.Errorf("%w: task %d sets no operation", errInvalid, i)
 }
 
 var errInvalid = errors.New("invalid task")
+
+// DefaultBootProgressFallback is how long a waitForBootProgress task waits on a BMC that reports
+// no boot progress.
+const DefaultBootProgressFallback = 3 * time.Minute
+
+// waitForBootProgress is done once the system reports the state, or, on a BMC that reports no
+// boot progress, once orAfter has passed since the task started.
+func (r *Reconciler) waitForBootProgress(ctx context.Context, j *infrav1.RedfishJob, i int, c host.BMC) (bool, time.Duration, error) {
+	w, ts := j.Spec.Tasks[i].WaitForBootProgress, &j.Status.Tasks[i]
+	progress, err := c.BootProgress(ctx)
+	if err != nil {
+		ts.Message = truncate("reading the boot progress: " + err.Error())
+		return false, r.PollInterval, nil // until the task's timeout
+	}
+	if progress == w.State {
+		return true, 0, nil
+	}
+	if progress == "" {
+		after := DefaultBootProgressFallback
+		if w.OrAfter != nil {
+			after = w.OrAfter.Duration
+		}
+		left := ts.StartTime.Add(after).Sub(r.Now())
+		if left <= 0 {
+			return true, 0, nil
+		}
+		ts.Message = fmt.Sprintf("the BMC reports no boot progress: waiting %s", after)
+		return false, min(left, r.PollInterval), nil
+	}
+	ts.Message = fmt.Sprintf("boot progress %s, waiting for %s", progress, w.State)
+	return false, r.PollInterval, nil
+}
 
 // round is what one reconcile learnt of the BMC: the power state, read once unless a task
 // changed it.
@@ -241,6 +275,8 @@ func describe(t infrav1.JobTask) string {
 		return "insertMedia"
 	case t.EjectMedia != nil:
 		return "ejectMedia"
+	case t.WaitForBootProgress != nil:
+		return "waitForBootProgress " + t.WaitForBootProgress.State
 	}
 	return "empty"
 }

@@ -25,6 +25,15 @@ type scriptedBMC struct {
 	resets   []bmc.ResetType
 	tried    int
 	resetErr error
+	progress []string // BootProgress answers in turn; the last repeats
+}
+
+func (b *scriptedBMC) BootProgress(context.Context) (string, error) {
+	p := b.progress[0]
+	if len(b.progress) > 1 {
+		b.progress = b.progress[1:]
+	}
+	return p, nil
 }
 
 func (b *scriptedBMC) PowerState(context.Context) (bmc.PowerState, error) {
@@ -173,5 +182,29 @@ func TestAGracefulShutdownIsPressedOnce(t *testing.T) {
 	j := rounds(t, []infrav1.JobTask{{Power: infrav1.JobPowerGracefulShutdown}}, b, 20)
 	if !j.Finished() || j.Status.Tasks[0].State != infrav1.JobTaskSucceeded || b.tried != 1 {
 		t.Fatalf("done %v after %d presses, want done after one: %+v", j.Finished(), b.tried, j.Status.Tasks)
+	}
+}
+
+// A wait for a boot progress state ends when the BMC reports it (not at an earlier POST state),
+// or, on a BMC that reports none, orAfter after the task started.
+func TestAWaitForBootProgressEndsAtTheStateOrAfterItsFallback(t *testing.T) {
+	wait := infrav1.JobTask{WaitForBootProgress: &infrav1.JobBootProgress{State: "SetupEntered", OrAfter: &metav1.Duration{Duration: 20 * time.Second}}}
+	b := &scriptedBMC{progress: []string{"SystemHardwareInitializationComplete", "SystemHardwareInitializationComplete", "SetupEntered"}}
+	j := rounds(t, []infrav1.JobTask{wait}, b, 10)
+	if !j.Finished() || j.Status.Tasks[0].State != infrav1.JobTaskSucceeded || len(b.progress) != 1 {
+		t.Fatalf("want done at SetupEntered, after two POST answers: %+v", j.Status.Tasks)
+	}
+	b = &scriptedBMC{progress: []string{""}}
+	j = rounds(t, []infrav1.JobTask{wait}, b, 100)
+	if !j.Finished() || j.Status.Tasks[0].State != infrav1.JobTaskSucceeded {
+		t.Fatalf("no boot progress: %+v", j.Status.Tasks)
+	}
+	if got := j.Status.CompletionTime.Sub(j.Status.Tasks[0].StartTime.Time); got < 20*time.Second || got > 22*time.Second {
+		t.Errorf("no boot progress: done %s after the start, want orAfter (20s)", got)
+	}
+	b = &scriptedBMC{progress: []string{"OSRunning"}} // the host booted its OS instead: never there
+	j = rounds(t, []infrav1.JobTask{{WaitForBootProgress: wait.WaitForBootProgress, Timeout: &metav1.Duration{Duration: 10 * time.Second}}}, b, 100)
+	if j.Status.Tasks[0].State != infrav1.JobTaskFailed {
+		t.Errorf("a state never reached: %+v, want failed at the timeout", j.Status.Tasks)
 	}
 }

@@ -56,7 +56,7 @@ func (v *Job) ValidateCreate(ctx context.Context, j *infrav1.RedfishJob) (admiss
 		return nil, err
 	}
 	for _, m := range list.Items {
-		if m.Spec.HostName == h.Name && m.Status.Stage == expv1.StageInMaintenance {
+		if m.Spec.HostName == h.Name && m.Status.Stage == expv1.StageInMaintenance && !m.KeepsMachine() {
 			return nil, nil
 		}
 	}
@@ -80,6 +80,15 @@ func validateJob(j *infrav1.RedfishJob) field.ErrorList {
 		path := field.NewPath("spec", "tasks").Index(i)
 		if t.Timeout != nil && (t.Timeout.Duration < time.Second || t.Timeout.Duration > maxJobTaskTimeout) {
 			errs = append(errs, field.Invalid(path.Child("timeout"), t.Timeout.Duration.String(), "must be at least 1s and at most 24h"))
+		}
+		if w := t.WaitForBootProgress; w != nil && w.OrAfter != nil {
+			limit := 5 * time.Minute // the default task timeout
+			if t.Timeout != nil {
+				limit = t.Timeout.Duration
+			}
+			if w.OrAfter.Duration <= 0 || w.OrAfter.Duration >= limit {
+				errs = append(errs, field.Invalid(path.Child("waitForBootProgress", "orAfter"), w.OrAfter.Duration.String(), "must be positive and shorter than the task's timeout ("+limit.String()+")"))
+			}
 		}
 		if m := t.InsertMedia; m != nil {
 			u, err := url.Parse(m.URL)

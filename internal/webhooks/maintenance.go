@@ -126,8 +126,8 @@ func validateMaintenance(m *expv1.RedfishMaintenance) field.ErrorList {
 			if _, err := maintenance.Attributes(t.BIOSSettings); err != nil {
 				errs = append(errs, field.Invalid(path.Child("biosSettings", "attributes"), "", err.Error()))
 			}
-			if d := t.BIOSSettings.Timeout; d != nil && d.Duration < time.Minute {
-				errs = append(errs, field.Invalid(path.Child("biosSettings", "timeout"), d.Duration.String(), "must be at least 1m: an attempt boots the host"))
+			if d := t.BIOSSettings.Timeout; d != nil && (d.Duration < time.Minute || d.Duration > 24*time.Hour) {
+				errs = append(errs, field.Invalid(path.Child("biosSettings", "timeout"), d.Duration.String(), "must be between 1m (an attempt boots the host) and 24h"))
 			}
 		}
 	}
@@ -159,14 +159,16 @@ func validateFirmware(path *field.Path, f *expv1.FirmwareUpdate) field.ErrorList
 			errs = append(errs, field.Invalid(p.Child("imageURL"), bmc.Redact(v.ImageURL), "must be an http or https URL the BMC can reach"))
 		case u.User != nil:
 			errs = append(errs, field.Invalid(p.Child("imageURL"), bmc.Redact(v.ImageURL), "must not carry credentials: put them in the Secret named by imageCredentialsSecretName"))
+		case f.ImageCredentialsSecretName != "" && u.Scheme != "https":
+			errs = append(errs, field.Invalid(p.Child("imageURL"), bmc.Redact(v.ImageURL), "must be https when imageCredentialsSecretName is set: the credentials would cross the network in clear"))
 		}
 		if seen[v.Version] {
 			errs = append(errs, field.Duplicate(p.Child("version"), v.Version))
 		}
 		seen[v.Version] = true
 	}
-	if d := f.StepTimeout; d != nil && d.Duration < time.Minute {
-		errs = append(errs, field.Invalid(path.Child("stepTimeout"), d.Duration.String(), "must be at least 1m: a step flashes and boots the host"))
+	if d := f.StepTimeout; d != nil && (d.Duration < time.Minute || d.Duration > 24*time.Hour) {
+		errs = append(errs, field.Invalid(path.Child("stepTimeout"), d.Duration.String(), "must be between 1m (a step flashes and boots the host) and 24h"))
 	}
 	return errs
 }

@@ -54,6 +54,10 @@ func TestFirmwareAndBIOSTasksAreCheckedAtAdmission(t *testing.T) {
 	attrs := func(raw string) expv1.MaintenanceTask {
 		return expv1.MaintenanceTask{BIOSSettings: &expv1.BIOSSettings{Attributes: map[string]apiextensionsv1.JSON{"BootMode": {Raw: []byte(raw)}}}}
 	}
+	withSecret := func(t expv1.MaintenanceTask) expv1.MaintenanceTask {
+		t.Firmware.ImageCredentialsSecretName = "image-server"
+		return t
+	}
 	twice := plan("http://images/a.bin", "http://images/b.bin")
 	twice.Firmware.Plan[1].Version = "v0"
 	for _, tc := range []struct {
@@ -66,6 +70,10 @@ func TestFirmwareAndBIOSTasksAreCheckedAtAdmission(t *testing.T) {
 		{name: "an ftp image", task: plan("ftp://images/a.bin"), wantErr: "must be an http or https URL"},
 		{name: "credentials in the URL", task: plan("https://ops:hunter2@images/a.bin"), wantErr: "must not carry credentials", secret: "hunter2"},
 		{name: "a version twice", task: twice, wantErr: "Duplicate value"},
+		{name: "credentials over http", task: withSecret(plan("http://images/a.bin")), wantErr: "must be https when imageCredentialsSecretName is set"},
+		{name: "credentials over https", task: withSecret(plan("https://images/a.bin"))},
+		{name: "a fraction", task: attrs(`1.5`), wantErr: "not a fraction"},
+		{name: "a 65-bit integer", task: attrs(`36893488147419103232`), wantErr: "at most 64 bits"},
 		{name: "an enum value", task: attrs(`"Uefi"`)},
 		{name: "an integer", task: attrs(`3`)},
 		{name: "an object", task: attrs(`{"a":1}`), wantErr: "a string, an integer or a boolean is needed"},

@@ -218,6 +218,9 @@ func TestJobValidation(t *testing.T) {
 		"credentials": {job(func(j *infrav1.RedfishJob) {
 			j.Spec.Tasks[0] = infrav1.JobTask{InsertMedia: &infrav1.JobMedia{URL: "https://admin:s3cret@images.example/x.iso"}}
 		}), "must not carry credentials"},
+		"fallback longer than the timeout": {job(func(j *infrav1.RedfishJob) {
+			j.Spec.Tasks[0] = infrav1.JobTask{WaitForBootProgress: &infrav1.JobBootProgress{State: "SetupEntered", OrAfter: &metav1.Duration{Duration: 10 * time.Minute}}}
+		}), "spec.tasks[0].waitForBootProgress.orAfter: Invalid value: \"10m0s\": must be positive and shorter than the task's timeout (5m0s)"},
 		"ttl": {job(func(j *infrav1.RedfishJob) { j.Spec.TTLAfterFinished = &metav1.Duration{Duration: 31 * 24 * time.Hour} }),
 			"spec.ttlAfterFinished: Invalid value: \"744h0m0s\": must be between 0 and 720h"},
 	} {

@@ -518,7 +518,7 @@ var _ = Describe("The maintenance handshake", func() {
 		}
 		m := &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "empty-task"},
 			Spec: expv1.RedfishMaintenanceSpec{HostName: b.fleet.Servers[0].ID(), Reason: "r", Requestor: "q", Tasks: []expv1.MaintenanceTask{{}}}}
-		Expect(env.Create(ctx, m)).To(MatchError(ContainSubstring("set exactly one task")))
+		Expect(env.Create(ctx, m)).To(MatchError(ContainSubstring("sets exactly one of powerOffAndHold, bootImage, firmware, biosSettings")))
 		m.Spec.Tasks = []expv1.MaintenanceTask{{BootImage: &expv1.BootImage{URL: "ftp://ops:s3cret@images.example/diag.iso"}}}
 		err := env.Create(ctx, m)
 		Expect(err).To(MatchError(ContainSubstring("must be an http or https URL")))

@@ -91,6 +91,7 @@ var _ = BeforeSuite(func() {
 				Maintenance:        maintenanceGate.Load(),
 				BMCRetryInterval:   2 * time.Second,
 				BMCCheckInterval:   bmcCheckInterval,
+				BIOSSetupWait:      3 * time.Second, // the simulated POST is far shorter than a real one
 				OrphanGracePeriod:  orphanGracePeriod,
 				RestoreGracePeriod: restoreGracePeriod,
 				BMC:                bmc.Options{CallTimeout: 20 * time.Second, AttemptTimeout: 5 * time.Second, BreakerCooldown: 5 * time.Second},

@@ -81,8 +81,9 @@ type FirmwareUpdate struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=8
 	Plan []FirmwareVersion `json:"plan,omitempty"`
-	// imageCredentialsSecretName names a Secret (in this namespace, keys username and password)
-	// the BMC presents to the image server. Never logged nor shown in status.
+	// imageCredentialsSecretName names a Secret (in this namespace, keys username and password,
+	// label caprf.io/image-credentials: "true") the BMC presents to the image server; the plan's
+	// images must then be https. Never logged nor shown in status.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	ImageCredentialsSecretName string `json:"imageCredentialsSecretName,omitempty"`
@@ -91,7 +92,8 @@ type FirmwareUpdate struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10
 	Retries *int32 `json:"retries,omitempty"`
-	// stepTimeout bounds one step: flash, apply and verify (default 30m).
+	// stepTimeout bounds each phase of a step (flash, boot into the BIOS setup, verify): past it
+	// the attempt fails (default 30m, at most 24h).
 	// +optional
 	StepTimeout *metav1.Duration `json:"stepTimeout,omitempty"`
 }
@@ -123,7 +125,8 @@ type BIOSSettings struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=10
 	Retries *int32 `json:"retries,omitempty"`
-	// timeout bounds one attempt: stage, apply and verify (default 30m).
+	// timeout bounds each phase of an attempt (stage, boot into the BIOS setup, verify): past it
+	// the attempt fails (default 30m, at most 24h).
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
@@ -147,9 +150,11 @@ type TaskPhase string
 
 // Task phases, in order.
 const (
-	PhaseChecking  TaskPhase = "Checking"
-	PhaseFlashing  TaskPhase = "Flashing"
-	PhaseStaging   TaskPhase = "Staging"
+	PhaseChecking TaskPhase = "Checking"
+	PhaseFlashing TaskPhase = "Flashing"
+	PhaseStaging  TaskPhase = "Staging"
+	// PhaseApplying: a RedfishJob boots the host into its BIOS setup (POST writes what was
+	// staged) and powers it off again.
 	PhaseApplying  TaskPhase = "Applying"
 	PhaseVerifying TaskPhase = "Verifying"
 )
@@ -168,10 +173,10 @@ type MaintenanceTaskStatus struct {
 	// attempt of the current step, from 1.
 	// +optional
 	Attempt int32 `json:"attempt,omitempty"`
-	// stepStartTime is when the current attempt started (its timeout counts from it).
+	// stepStartTime is when the current attempt started.
 	// +optional
 	StepStartTime *metav1.Time `json:"stepStartTime,omitempty"`
-	// phaseStartTime is when the current phase started.
+	// phaseStartTime is when the current phase started (the timeout counts from it).
 	// +optional
 	PhaseStartTime *metav1.Time `json:"phaseStartTime,omitempty"`
 	// version the firmware inventory reported at the last read.
@@ -237,6 +242,20 @@ func (s MaintenanceStage) Holds() bool {
 		return true
 	}
 	return false
+}
+
+// KeepsMachine says whether the maintenance leaves the Machine on its host running: its only
+// tasks are BMC firmware updates, which need no host power action (no drain, no power hold).
+func (m *RedfishMaintenance) KeepsMachine() bool {
+	if len(m.Spec.Tasks) == 0 {
+		return false
+	}
+	for _, t := range m.Spec.Tasks {
+		if t.Firmware == nil || t.Firmware.Component != FirmwareBMC {
+			return false
+		}
+	}
+	return true
 }
 
 // Active says whether the maintenance has not ended.

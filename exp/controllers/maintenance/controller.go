@@ -108,6 +108,12 @@ type Reconciler struct {
 	// Connect returns the host's pooled BMC client for the firmware and BIOS-settings tasks (the
 	// host controller's Connect); nil: those tasks wait.
 	Connect func(ctx context.Context, h *infrav1.RedfishHost) (BMC, error)
+	// SetupWait is how long a host whose BMC reports no boot progress is left in POST to write a
+	// staged BIOS image or settings (default DefaultSetupWait).
+	SetupWait time.Duration
+	// VerifyGrace is how long the inventory may report the old firmware or settings after an
+	// apply before the attempt fails (default DefaultVerifyGrace).
+	VerifyGrace time.Duration
 	// GateOff runs the controller with the feature gate off: maintenances stay where they are
 	// (their hosts held), and a deleted one still withdraws what it put on its host and goes.
 	GateOff bool
@@ -269,6 +275,14 @@ func (r *Reconciler) advance(ctx context.Context, m *expv1.RedfishMaintenance, h
 	}
 	if paused, err := r.paused(ctx, m, machine); err != nil || paused {
 		return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, err
+	}
+	if m.Spec.Abort && (m.Status.Stage == "" || m.Status.Stage == expv1.StagePending || m.Status.Stage == expv1.StageAnnounced || m.Status.Stage == expv1.StageApproved) {
+		// Nothing was done yet: the maintenance ends without holding its host.
+		r.enter(m, expv1.StageCancelled)
+		conditions.Set(m, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: AbortedReason,
+			Message: "Aborted (spec.abort) before it started; host " + host.Name + " was not touched"})
+		r.event(m, "Aborted", "aborted before it started")
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
 	switch m.Status.Stage {
 	case "", expv1.StagePending:
@@ -516,7 +530,7 @@ func (r *Reconciler) work(ctx context.Context, m *expv1.RedfishMaintenance, host
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 		}
 	}
-	if m.Spec.Mode == expv1.Reuse {
+	if m.Spec.Mode == expv1.Reuse && !keepsMachine(m) {
 		// The work is done: the hook goes, CAPI deletes the RedfishMachine and the host is released
 		// (uncleaned, reserved for the owner) with its power still held; then the replacement,
 		// which waits for it, boots on it.

@@ -1,6 +1,7 @@
 package maintenance
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,9 +19,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/stmcginnis/gofish/schemas"
+
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/names"
 )
 
 // BMC is what the firmware and BIOS-settings tasks ask of a host's BMC (a bmc.Client).
@@ -46,6 +51,12 @@ const (
 const (
 	DefaultTaskRetries = 2
 	DefaultStepTimeout = 30 * time.Minute
+	// DefaultSetupWait is how long a host whose BMC reports no boot progress is left in POST
+	// to write what was staged.
+	DefaultSetupWait = 3 * time.Minute
+	// DefaultVerifyGrace is how long the inventory may keep reporting the old value after an
+	// apply (a BMC restarting into new firmware, an inventory refreshed late).
+	DefaultVerifyGrace = 5 * time.Minute
 )
 
 // JobLabel names, on the RedfishJobs a maintenance creates to apply BIOS images and settings, the
@@ -55,13 +66,9 @@ const JobLabel = "caprf.io/maintenance"
 // automatic says whether the task runs and ends by itself (firmware, BIOS settings).
 func automatic(t expv1.MaintenanceTask) bool { return t.Firmware != nil || t.BIOSSettings != nil }
 
-// keepsMachine says whether the maintenance leaves the Machine on its host running: its only tasks
-// are BMC firmware updates, which need no host power action.
-func keepsMachine(m *expv1.RedfishMaintenance) bool {
-	return len(m.Spec.Tasks) > 0 && !slices.ContainsFunc(m.Spec.Tasks, func(t expv1.MaintenanceTask) bool {
-		return t.Firmware == nil || t.Firmware.Component != expv1.FirmwareBMC
-	})
-}
+// keepsMachine says whether the maintenance leaves the Machine on its host running (BMC updates
+// only).
+func keepsMachine(m *expv1.RedfishMaintenance) bool { return m.KeepsMachine() }
 
 func retries(t expv1.MaintenanceTask) int32 {
 	var r *int32
@@ -91,11 +98,19 @@ func Attributes(s *expv1.BIOSSettings) (map[string]any, error) {
 	out := make(map[string]any, len(s.Attributes))
 	for k, raw := range s.Attributes {
 		var v any
-		if err := json.Unmarshal(raw.Raw, &v); err != nil {
+		d := json.NewDecoder(bytes.NewReader(raw.Raw))
+		d.UseNumber()
+		if err := d.Decode(&v); err != nil {
 			return nil, fmt.Errorf("attribute %s: %w", k, err)
 		}
-		switch v.(type) {
-		case string, bool, float64:
+		switch n := v.(type) {
+		case string, bool:
+		case json.Number:
+			i, err := n.Int64()
+			if err != nil {
+				return nil, fmt.Errorf("attribute %s: a string, an integer or a boolean is needed (not a fraction, at most 64 bits)", k)
+			}
+			v = i
 		default:
 			return nil, fmt.Errorf("attribute %s: a string, an integer or a boolean is needed", k)
 		}
@@ -120,8 +135,8 @@ func (r *Reconciler) connectTasks(ctx context.Context, m *expv1.RedfishMaintenan
 
 // checkTasks checks, before the maintenance is announced (so before any power action), what can
 // be checked of its firmware and BIOS-settings tasks: the BIOS attributes against the BMC's
-// registry, the image credentials Secret. It reports whether the maintenance may go on; a task
-// that can never run fails the maintenance, naming the problem.
+// registry, the image credentials Secret. It reports whether the maintenance may go on; one with
+// a task that can never run stays Pending (reason InvalidTask, naming each problem).
 func (r *Reconciler) checkTasks(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost) (bool, ctrl.Result) {
 	if len(m.Status.Tasks) > 0 || !slices.ContainsFunc(m.Spec.Tasks, automatic) {
 		return true, ctrl.Result{}
@@ -132,7 +147,7 @@ func (r *Reconciler) checkTasks(ctx context.Context, m *expv1.RedfishMaintenance
 		switch {
 		case t.Firmware != nil && t.Firmware.ImageCredentialsSecretName != "":
 			if _, err := r.imageCredentials(ctx, m, t.Firmware); err != nil {
-				if errors.Is(err, errNoSecret) || errors.Is(err, errBadSecret) {
+				if errors.Is(err, errNoSecret) || errors.Is(err, errBadSecret) || errors.Is(err, errNotImageSecret) {
 					problems = append(problems, fmt.Sprintf("tasks[%d].firmware: %s", i, err))
 					continue
 				}
@@ -144,6 +159,11 @@ func (r *Reconciler) checkTasks(ctx context.Context, m *expv1.RedfishMaintenance
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("tasks[%d].biosSettings: %s", i, err))
 				continue
+			}
+			if slices.ContainsFunc(m.Spec.Tasks[:i], func(t expv1.MaintenanceTask) bool {
+				return t.Firmware != nil && t.Firmware.Component == expv1.FirmwareBIOS
+			}) {
+				continue // the new BIOS may know attributes the current one does not: checked when staged
 			}
 			if c == nil {
 				var ok bool
@@ -165,11 +185,14 @@ func (r *Reconciler) checkTasks(ctx context.Context, m *expv1.RedfishMaintenance
 		}
 	}
 	if len(problems) > 0 {
-		r.enter(m, expv1.StageFailed)
-		conditions.Set(m, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: InvalidTaskReason,
-			Message: "Refused before anything was done on host " + host.Name + ": " + strings.Join(problems, "; ")})
-		r.event(m, "InvalidTask", "refused: %s", strings.Join(problems, "; "))
-		return false, ctrl.Result{}
+		// It stays Pending, holding nothing, until its tasks are corrected (they may change until
+		// the announcement) or it is deleted; the BMC is asked again now and then.
+		msg := "Refused before anything was done on host " + host.Name + ": " + strings.Join(problems, "; ") + ". Correct spec.tasks or delete this maintenance"
+		if conditions.GetMessage(m, infrav1.ReadyCondition) != msg {
+			r.event(m, "InvalidTask", "refused: %s", strings.Join(problems, "; "))
+		}
+		r.waiting(m, InvalidTaskReason, "%s", msg)
+		return false, ctrl.Result{RequeueAfter: 30 * r.PollInterval}
 	}
 	m.Status.Tasks = make([]expv1.MaintenanceTaskStatus, len(m.Spec.Tasks))
 	for i, t := range m.Spec.Tasks {
@@ -180,9 +203,13 @@ func (r *Reconciler) checkTasks(ctx context.Context, m *expv1.RedfishMaintenance
 	return true, ctrl.Result{}
 }
 
+// ImageCredentialsLabel marks a Secret a firmware task may send to an image server.
+const ImageCredentialsLabel = "caprf.io/image-credentials"
+
 var (
-	errNoSecret  = errors.New("not found")
-	errBadSecret = errors.New("the Secret needs the keys username and password")
+	errNoSecret       = errors.New("not found")
+	errBadSecret      = errors.New("the Secret needs the keys username and password")
+	errNotImageSecret = errors.New(`the Secret lacks the label caprf.io/image-credentials: "true" (only such Secrets are sent to image servers)`)
 )
 
 // imageCredentials reads a firmware task's image server credentials (nil without a Secret).
@@ -196,6 +223,10 @@ func (r *Reconciler) imageCredentials(ctx context.Context, m *expv1.RedfishMaint
 			return nil, fmt.Errorf("image credentials Secret %s %w", f.ImageCredentialsSecretName, errNoSecret)
 		}
 		return nil, err
+	}
+	if s.Labels[ImageCredentialsLabel] != "true" {
+		// Only a Secret meant for image servers: BMC credentials have the same keys.
+		return nil, fmt.Errorf("image credentials Secret %s: %w", f.ImageCredentialsSecretName, errNotImageSecret)
 	}
 	user, pass := s.Data["username"], s.Data["password"]
 	if len(user) == 0 || len(pass) == 0 {
@@ -240,8 +271,8 @@ func (r *Reconciler) runTasks(ctx context.Context, m *expv1.RedfishMaintenance, 
 		case expv1.TaskSucceeded:
 			continue
 		case expv1.TaskFailed:
-			if m.Spec.Retry <= st.Retry {
-				r.waiting(m, TaskFailedReason, "tasks[%d] (%s) failed: %s. Host %s stays out of service: raise spec.retry to %d to try the step again, or set spec.abort", i, describeTask(t), st.Message, host.Name, st.Retry+1)
+			if m.Spec.Retry == st.Retry {
+				r.waiting(m, TaskFailedReason, "tasks[%d] (%s) failed: %s. Host %s stays out of service: change spec.retry (to %d) to try the step again, or set spec.abort", i, describeTask(t), st.Message, host.Name, st.Retry+1)
 				return false, ctrl.Result{}, nil
 			}
 			st.Retry = m.Spec.Retry
@@ -252,6 +283,15 @@ func (r *Reconciler) runTasks(ctx context.Context, m *expv1.RedfishMaintenance, 
 			st.State, st.Step, st.Retry = expv1.TaskRunning, 0, m.Spec.Retry
 			r.startAttempt(st, 1)
 			r.event(m, "TaskStarted", "tasks[%d] (%s) started", i, describeTask(t))
+		}
+		if st.Phase == expv1.PhaseChecking || st.Phase == expv1.PhaseStaging || st.Phase == "" {
+			// One flash or BIOS-setup boot at a time per host, whatever maintenance asks.
+			if other, err := r.otherBusy(ctx, m); err != nil || other != "" {
+				if other != "" {
+					r.waiting(m, TaskRunningReason, "tasks[%d] (%s) waits for maintenance %s, which flashes or boots host %s", i, describeTask(t), other, host.Name)
+				}
+				return false, ctrl.Result{RequeueAfter: r.PollInterval}, err
+			}
 		}
 		c, ok := r.connectTasks(ctx, m, host)
 		if !ok {
@@ -273,9 +313,69 @@ func (r *Reconciler) runTasks(ctx context.Context, m *expv1.RedfishMaintenance, 
 		if st.State == expv1.TaskRunning && r.attemptTimedOut(m, i, t) {
 			return false, ctrl.Result{RequeueAfter: time.Millisecond}, nil
 		}
+		if st.State == expv1.TaskRunning {
+			r.waiting(m, TaskRunningReason, "tasks[%d] (%s): %s, attempt %d: %s", i, describeTask(t), progress(t, st), st.Attempt, st.Message)
+		}
 		return false, res, err
 	}
 	return true, ctrl.Result{}, nil
+}
+
+// otherBusy names another maintenance of the host whose task flashes or boots it now ("" when
+// none).
+func (r *Reconciler) otherBusy(ctx context.Context, m *expv1.RedfishMaintenance) (string, error) {
+	list := &expv1.RedfishMaintenanceList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(m.Namespace), client.MatchingFields{HostIndex: m.Spec.HostName}); err != nil {
+		return "", err
+	}
+	for _, o := range list.Items {
+		if o.Name == m.Name {
+			continue
+		}
+		for _, st := range o.Status.Tasks {
+			if st.State == expv1.TaskRunning && st.Phase != expv1.PhaseChecking && st.Phase != expv1.PhaseStaging && st.Phase != "" {
+				return o.Name, nil
+			}
+		}
+	}
+	return "", nil
+}
+
+// progress says where a running task is: the step of the plan and the phase.
+func progress(t expv1.MaintenanceTask, st *expv1.MaintenanceTaskStatus) string {
+	if t.Firmware != nil && int(st.Step) < len(t.Firmware.Plan) {
+		return fmt.Sprintf("%s (step %d of %d) %s", t.Firmware.Plan[st.Step].Version, st.Step+1, len(t.Firmware.Plan), st.Phase)
+	}
+	return string(st.Phase)
+}
+
+// maxMessage bounds the messages a task keeps (the status field allows 2048 bytes).
+const maxMessage = 1024
+
+// clip cuts a message from a BMC to maxMessage bytes.
+func clip(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	return s[:maxMessage-3] + "..."
+}
+
+// scrub hides, in a message a BMC wrote, the string values a BIOS-settings task sends (some are
+// passwords, and BMCs echo refused values).
+func scrub(msg string, t expv1.MaintenanceTask) string {
+	if t.BIOSSettings == nil {
+		return msg
+	}
+	attrs, err := Attributes(t.BIOSSettings)
+	if err != nil {
+		return msg
+	}
+	for _, v := range attrs {
+		if s, ok := v.(string); ok && len(s) >= 3 {
+			msg = strings.ReplaceAll(msg, s, "***")
+		}
+	}
+	return msg
 }
 
 func describeTask(t expv1.MaintenanceTask) string {
@@ -299,21 +399,27 @@ func (r *Reconciler) enterPhase(st *expv1.MaintenanceTaskStatus, p expv1.TaskPha
 	st.Phase, st.PhaseStartTime = p, &now
 }
 
-// attemptTimedOut fails the running attempt of task i once it outlived the step timeout; it
-// reports whether it did.
+// attemptTimedOut fails the running attempt of task i once its phase outlived the timeout (a
+// phase that moved on this round starts its own clock); it reports whether it did. An attempt
+// that timed out booting the host starts again from that boot, not from a new flash: the image is
+// staged already, and a job still running goes first (one job at a time per host).
 func (r *Reconciler) attemptTimedOut(m *expv1.RedfishMaintenance, i int, t expv1.MaintenanceTask) bool {
 	st := &m.Status.Tasks[i]
-	if st.StepStartTime == nil || r.Now().Before(st.StepStartTime.Add(stepTimeout(t))) {
+	if st.PhaseStartTime == nil || r.Now().Before(st.PhaseStartTime.Add(stepTimeout(t))) {
 		return false
 	}
-	r.attemptFailed(m, i, fmt.Sprintf("not done within %s (phase %s)", stepTimeout(t), st.Phase))
+	phase := st.Phase
+	r.attemptFailed(m, i, fmt.Sprintf("phase %s not done within %s", phase, stepTimeout(t)))
+	if st.State == expv1.TaskRunning && phase == expv1.PhaseApplying {
+		r.enterPhase(st, expv1.PhaseApplying)
+	}
 	return true
 }
 
 // attemptFailed tries the step again while retries are left, and fails the task otherwise.
 func (r *Reconciler) attemptFailed(m *expv1.RedfishMaintenance, i int, msg string) {
 	t, st := m.Spec.Tasks[i], &m.Status.Tasks[i]
-	msg = bmc.Redact(msg)
+	msg = clip(scrub(bmc.Redact(msg), m.Spec.Tasks[i]))
 	if st.Attempt <= retries(t) {
 		r.event(m, "AttemptFailed", "tasks[%d] (%s) step %d attempt %d failed: %s; trying again", i, describeTask(t), st.Step, st.Attempt, msg)
 		r.startAttempt(st, st.Attempt+1)
@@ -323,7 +429,7 @@ func (r *Reconciler) attemptFailed(m *expv1.RedfishMaintenance, i int, msg strin
 	now := metav1.NewTime(r.Now())
 	st.State, st.Message, st.CompletionTime, st.Percent = expv1.TaskFailed, msg, &now, nil
 	r.event(m, "TaskFailed", "tasks[%d] (%s) failed at step %d after %d attempt(s): %s", i, describeTask(t), st.Step, st.Attempt, msg)
-	r.waiting(m, TaskFailedReason, "tasks[%d] (%s) failed: %s. Host %s stays out of service: raise spec.retry to %d to try the step again, or set spec.abort", i, describeTask(t), msg, m.Spec.HostName, st.Retry+1)
+	r.waiting(m, TaskFailedReason, "tasks[%d] (%s) failed: %s. Host %s stays out of service: change spec.retry (to %d) to try the step again, or set spec.abort", i, describeTask(t), msg, m.Spec.HostName, st.Retry+1)
 }
 
 // firmwareStep moves the current step of a firmware task on: read the version (a step the
@@ -379,7 +485,7 @@ func (r *Reconciler) firmwareStep(ctx context.Context, m *expv1.RedfishMaintenan
 			st.Message = "the BMC does not answer (restarting?): " + bmc.Redact(err.Error())
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 		}
-		st.Percent, st.Message = ptr.To(int32(task.Percent)), task.Message //nolint:gosec // a percentage
+		st.Percent, st.Message = ptr.To(int32(task.Percent)), clip(task.Message) //nolint:gosec // a percentage
 		switch {
 		case !task.Done:
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
@@ -394,7 +500,7 @@ func (r *Reconciler) firmwareStep(ctx context.Context, m *expv1.RedfishMaintenan
 		r.afterFlash(st, target)
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	case expv1.PhaseApplying:
-		return r.applyJob(ctx, m, host, i)
+		return r.apply(ctx, m, host, i)
 	case expv1.PhaseVerifying:
 		v, err := c.FirmwareVersion(ctx, target)
 		if err != nil {
@@ -428,9 +534,13 @@ func (r *Reconciler) afterFlash(st *expv1.MaintenanceTaskStatus, target bmc.Firm
 	r.enterPhase(st, expv1.PhaseVerifying)
 }
 
-// verifyGrace is how long the inventory may keep reporting the old value after an apply (some BMCs
-// refresh it a moment after the boot or their restart).
-func (r *Reconciler) verifyGrace() time.Duration { return 15 * r.PollInterval }
+// verifyGrace is how long the inventory may keep reporting the old value after an apply.
+func (r *Reconciler) verifyGrace() time.Duration {
+	if r.VerifyGrace > 0 {
+		return r.VerifyGrace
+	}
+	return DefaultVerifyGrace
+}
 
 func (r *Reconciler) stepDone(m *expv1.RedfishMaintenance, i, steps int) {
 	st := &m.Status.Tasks[i]
@@ -476,7 +586,7 @@ func (r *Reconciler) biosStep(ctx context.Context, m *expv1.RedfishMaintenance, 
 			r.attemptFailed(m, i, err.Error())
 			return ctrl.Result{}, nil
 		case err != nil:
-			st.Message = "staging the BIOS settings: " + bmc.Redact(err.Error())
+			st.Message = clip(scrub("staging the BIOS settings: "+bmc.Redact(err.Error()), m.Spec.Tasks[i]))
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 		}
 		st.Message = fmt.Sprintf("%d attribute(s) staged; booting into the BIOS setup to apply them", len(attrs))
@@ -484,7 +594,7 @@ func (r *Reconciler) biosStep(ctx context.Context, m *expv1.RedfishMaintenance, 
 		r.enterPhase(st, expv1.PhaseApplying)
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	case expv1.PhaseApplying:
-		return r.applyJob(ctx, m, host, i)
+		return r.apply(ctx, m, host, i)
 	case expv1.PhaseVerifying:
 		drift := differing(ctx, c, attrs)
 		switch {
@@ -515,6 +625,9 @@ func differing(ctx context.Context, c BMC, attrs map[string]any) []string {
 	}
 	out := []string{}
 	for k, v := range attrs {
+		if cv, ok := cur[k]; ok && cv == nil {
+			continue // write-only (a password): BMCs read it back as null, nothing to verify
+		}
 		if !sameValue(cur[k], v) {
 			out = append(out, k)
 		}
@@ -541,60 +654,93 @@ func toFloat(v any) (float64, bool) {
 		return float64(n), true
 	case int64:
 		return float64(n), true
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
 	}
 	return 0, false
 }
 
-// applyJob has a RedfishJob boot the host into its BIOS setup and power it off again: the boot
-// flashes a staged BIOS image and applies staged settings, and the host's OS never starts. The job
-// is named after the task, step and attempt, so a round that lost its status finds it again.
-func (r *Reconciler) applyJob(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, i int) (ctrl.Result, error) {
+// apply writes what was staged (a BIOS image, BIOS settings) the way a server does, during POST,
+// without starting the host's OS: one RedfishJob powers the host off, sets a one-time boot into
+// its BIOS setup, powers it on, waits until it reports its setup screen (BootProgress
+// SetupEntered: POST is over; on a BMC that reports no boot progress, SetupWait), and powers it
+// off. While the job runs the host controller leaves the power alone (the maintenance's hold
+// included), so nothing powers the host off in POST.
+func (r *Reconciler) apply(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, i int) (ctrl.Result, error) {
 	st := &m.Status.Tasks[i]
-	name := jobName(m.Name, i, st.Step, st.Attempt)
-	job := &infrav1.RedfishJob{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: name}, job)
-	if apierrors.IsNotFound(err) {
-		err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: name}, job)
+	done, res, err := r.runJob(ctx, m, host, i, "apply", []infrav1.JobTask{
+		{Power: infrav1.JobPowerForceOff},
+		{BootOnce: infrav1.JobBootTarget("BiosSetup")},
+		{Power: infrav1.JobPowerOn},
+		{WaitForBootProgress: &infrav1.JobBootProgress{State: string(schemas.SetupEnteredBootProgressTypes), OrAfter: &metav1.Duration{Duration: r.setupWait()}},
+			Timeout: &metav1.Duration{Duration: r.setupWait() + 10*time.Minute}},
+		{Power: infrav1.JobPowerForceOff},
+	})
+	if done {
+		r.enterPhase(st, expv1.PhaseVerifying)
+		st.Message = "applied; verifying"
 	}
+	return res, err
+}
+
+// setupWait is how long a host whose BMC reports no boot progress is left in POST.
+func (r *Reconciler) setupWait() time.Duration {
+	if r.SetupWait > 0 {
+		return r.SetupWait
+	}
+	return DefaultSetupWait
+}
+
+// runJob runs a RedfishJob of the task's current attempt on the host and reports whether it
+// completed; a failed job fails the attempt. The job is named after the task, step, retry and
+// attempt, so a round that lost its status finds it again, and a retry never reads an old one.
+func (r *Reconciler) runJob(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, i int, kind string, tasks []infrav1.JobTask) (bool, ctrl.Result, error) {
+	st := &m.Status.Tasks[i]
+	name := jobName(m.Name, i, st.Step, st.Retry, st.Attempt, kind)
+	job, err := r.getJob(ctx, m.Namespace, name)
 	if apierrors.IsNotFound(err) {
 		job = &infrav1.RedfishJob{
-			ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: name, Labels: map[string]string{JobLabel: m.Name}},
-			Spec: infrav1.RedfishJobSpec{HostName: host.Name, Tasks: []infrav1.JobTask{
-				{Power: infrav1.JobPowerForceOff},
-				{BootOnce: infrav1.JobBootTarget("BiosSetup")},
-				{Power: infrav1.JobPowerOn},
-				{Power: infrav1.JobPowerForceOff},
-			}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: name, Labels: map[string]string{JobLabel: names.LabelValue(m.Name)}},
+			Spec:       infrav1.RedfishJobSpec{HostName: host.Name, Tasks: tasks},
 		}
 		if err := controllerutil.SetControllerReference(m, job, r.Client.Scheme()); err != nil {
-			return ctrl.Result{}, err
+			return false, ctrl.Result{}, err
 		}
 		if err := r.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
-			st.Message = "creating RedfishJob " + name + ": " + err.Error()
-			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+			st.Message = clip("creating RedfishJob " + name + ": " + err.Error())
+			return false, ctrl.Result{RequeueAfter: r.PollInterval}, nil
 		}
-		st.Job, st.Message = name, "booting host "+host.Name+" into its BIOS setup (RedfishJob "+name+")"
-		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		st.Job, st.Message = name, "RedfishJob "+name+" on host "+host.Name
+		return false, ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	}
 	if err != nil {
-		return ctrl.Result{}, err
+		return false, ctrl.Result{}, err
 	}
 	st.Job = name
 	switch {
 	case conditions.IsTrue(job, infrav1.JobCompletedCondition):
-		r.enterPhase(st, expv1.PhaseVerifying)
-		st.Message = "applied; verifying"
-		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+		return true, ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	case conditions.IsTrue(job, infrav1.JobFailedCondition):
-		r.attemptFailed(m, i, "booting into the BIOS setup failed: RedfishJob "+name+": "+conditions.GetMessage(job, infrav1.JobFailedCondition))
-		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		r.attemptFailed(m, i, "RedfishJob "+name+" failed: "+conditions.GetMessage(job, infrav1.JobFailedCondition))
+		return false, ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	}
-	st.Message = "booting host " + host.Name + " into its BIOS setup (RedfishJob " + name + ")"
-	return ctrl.Result{RequeueAfter: 5 * r.PollInterval}, nil // the job's end wakes the maintenance
+	st.Message = "RedfishJob " + name + " on host " + host.Name
+	return false, ctrl.Result{RequeueAfter: 5 * r.PollInterval}, nil // the job's end wakes the maintenance
 }
 
-func jobName(maintenance string, task int, step, attempt int32) string {
-	suffix := fmt.Sprintf("-t%d-s%d-a%d", task, step, attempt)
+// getJob reads a job from the cache, and from the API server when the cache does not have it (yet).
+func (r *Reconciler) getJob(ctx context.Context, namespace, name string) (*infrav1.RedfishJob, error) {
+	job := &infrav1.RedfishJob{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, job)
+	if apierrors.IsNotFound(err) && r.APIReader != nil {
+		err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, job)
+	}
+	return job, err
+}
+
+func jobName(maintenance string, task int, step, retry, attempt int32, kind string) string {
+	suffix := fmt.Sprintf("-t%d-s%d-r%d-a%d-%s", task, step, retry, attempt, kind)
 	if max := 253 - len(suffix); len(maintenance) > max {
 		maintenance = maintenance[:max]
 	}
@@ -627,20 +773,26 @@ func (r *Reconciler) abort(ctx context.Context, m *expv1.RedfishMaintenance, hos
 // off: a BMC update task, or the job booting the host (within the step's timeout).
 func (r *Reconciler) busy(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, i int) (bool, string) {
 	st := &m.Status.Tasks[i]
-	if i >= len(m.Spec.Tasks) || st.StepStartTime == nil || !r.Now().Before(st.StepStartTime.Add(stepTimeout(m.Spec.Tasks[i]))) {
+	if i >= len(m.Spec.Tasks) || st.PhaseStartTime == nil || !r.Now().Before(st.PhaseStartTime.Add(stepTimeout(m.Spec.Tasks[i]))) {
 		return false, "" // past its timeout: not waited for any longer
 	}
-	switch {
-	case st.Phase == expv1.PhaseFlashing && st.TaskURI != "":
+	switch st.Phase {
+	case expv1.PhaseFlashing:
+		if st.TaskURI == "" {
+			return false, ""
+		}
 		c, ok := r.connectTasks(ctx, m, host)
 		if !ok {
 			return true, "the BMC's update task " + st.TaskURI
 		}
 		task, err := c.TaskStatus(ctx, st.TaskURI)
 		return err != nil || !task.Done, "the BMC's update task " + st.TaskURI
-	case st.Phase == expv1.PhaseApplying && st.Job != "":
-		job := &infrav1.RedfishJob{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: st.Job}, job); err != nil {
+	case expv1.PhaseApplying:
+		if st.Job == "" {
+			return false, ""
+		}
+		job, err := r.getJob(ctx, m.Namespace, st.Job)
+		if err != nil {
 			return !apierrors.IsNotFound(err), "RedfishJob " + st.Job
 		}
 		return !job.Finished(), "RedfishJob " + st.Job

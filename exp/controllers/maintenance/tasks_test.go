@@ -23,11 +23,13 @@ type fakeBMC struct {
 	applies  bool     // a successful task changes the version to the image's
 	outcomes []string // per update, in turn: "ok", "critical", "running" (never ends); last repeats
 	flashed  []string // images of the updates started
+	calls    int      // UpdateFirmware calls (an update running is followed, not started again)
 	running  bool
 	now      func() time.Time
 }
 
 func (f *fakeBMC) UpdateFirmware(_ context.Context, image string, _ bmc.FirmwareTarget, _ *bmc.ImageCredentials) (string, error) {
+	f.calls++
 	if f.running {
 		return fmt.Sprintf("/tasks/%d", len(f.flashed)), nil // the update under way, never a second
 	}
@@ -60,13 +62,14 @@ func (f *fakeBMC) TaskStatus(_ context.Context, uri string) (*bmc.Task, error) {
 func (f *fakeBMC) FirmwareVersion(context.Context, bmc.FirmwareTarget) (string, error) {
 	return f.version, nil
 }
+func (f *fakeBMC) BootProgress(context.Context) (string, error)              { return "SetupEntered", nil }
 func (f *fakeBMC) CheckBIOSAttributes(context.Context, map[string]any) error { return nil }
 func (f *fakeBMC) SetBIOSAttributes(context.Context, map[string]any) error   { return nil }
 func (f *fakeBMC) BIOSAttributes(context.Context) (map[string]any, error)    { return nil, nil }
 
 // bmcUpdate is an in-maintenance maintenance with one BMC firmware task (no host power involved:
 // no API objects are written) and a reconciler driving it on a clock the test moves.
-func bmcUpdate(f *fakeBMC, retries int32, versions ...string) (*Reconciler, *expv1.RedfishMaintenance, *time.Time) {
+func bmcUpdate(t *testing.T, f *fakeBMC, retries int32, versions ...string) (*Reconciler, *expv1.RedfishMaintenance, *time.Time) {
 	now := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
 	task := &expv1.FirmwareUpdate{Component: expv1.FirmwareBMC, Retries: ptr.To(retries)}
 	for _, v := range versions {
@@ -75,7 +78,8 @@ func bmcUpdate(f *fakeBMC, retries int32, versions ...string) (*Reconciler, *exp
 	m := &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m"},
 		Spec:   expv1.RedfishMaintenanceSpec{HostName: "h", Tasks: []expv1.MaintenanceTask{{Firmware: task}}},
 		Status: expv1.RedfishMaintenanceStatus{Stage: expv1.StageInMaintenance}}
-	r := &Reconciler{PollInterval: time.Second, Now: func() time.Time { return now },
+	c := apiWorld(t)
+	r := &Reconciler{Client: c, APIReader: c, PollInterval: time.Second, Now: func() time.Time { return now }, VerifyGrace: 10 * time.Second,
 		Connect: func(context.Context, *infrav1.RedfishHost) (BMC, error) { return f, nil }}
 	f.now = r.Now
 	return r, m, &now
@@ -101,7 +105,7 @@ func rounds(t *testing.T, r *Reconciler, m *expv1.RedfishMaintenance, now *time.
 func TestAStepIsVerifiedAgainstTheInventoryNotTheTaskState(t *testing.T) {
 	// The BMC's task says Completed, but the firmware it runs stays the old one.
 	f := &fakeBMC{version: "1.0", outcomes: []string{"ok"}}
-	r, m, now := bmcUpdate(f, 0, "2.0")
+	r, m, now := bmcUpdate(t, f, 0, "2.0")
 	if rounds(t, r, m, now, 40) {
 		t.Fatal("the task completed on the BMC's word, with the inventory reporting 1.0")
 	}
@@ -116,7 +120,7 @@ func TestAStepIsVerifiedAgainstTheInventoryNotTheTaskState(t *testing.T) {
 
 func TestAnUpgradePlanGoesThroughItsVersionsInOrderSkippingOnesAlreadyRunning(t *testing.T) {
 	f := &fakeBMC{version: "2.0", applies: true, outcomes: []string{"ok"}}
-	r, m, now := bmcUpdate(f, 2, "2.0", "3.0", "4.0")
+	r, m, now := bmcUpdate(t, f, 2, "2.0", "3.0", "4.0")
 	if !rounds(t, r, m, now, 40) {
 		t.Fatalf("plan not done: %+v", m.Status.Tasks[0])
 	}
@@ -130,14 +134,14 @@ func TestAnUpgradePlanGoesThroughItsVersionsInOrderSkippingOnesAlreadyRunning(t 
 
 func TestAFailedStepIsTriedAsOftenAsAllowedThenWaitsForSpecRetry(t *testing.T) {
 	f := &fakeBMC{version: "1.0", applies: true, outcomes: []string{"critical", "critical", "critical", "ok"}}
-	r, m, now := bmcUpdate(f, 2, "2.0")
+	r, m, now := bmcUpdate(t, f, 2, "2.0")
 	if rounds(t, r, m, now, 40) {
 		t.Fatal("done despite three rejected images")
 	}
 	if len(f.flashed) != 3 || m.Status.Tasks[0].State != expv1.TaskFailed || m.Status.Tasks[0].Attempt != 3 {
 		t.Fatalf("%d flashes, task %+v: want 3 attempts (1 + 2 retries), then failed", len(f.flashed), m.Status.Tasks[0])
 	}
-	if !strings.Contains(conditions.GetMessage(m, infrav1.ReadyCondition), "raise spec.retry to 1") {
+	if !strings.Contains(conditions.GetMessage(m, infrav1.ReadyCondition), "change spec.retry (to 1)") {
 		t.Errorf("Ready says %q, want how to retry", conditions.GetMessage(m, infrav1.ReadyCondition))
 	}
 	m.Spec.Retry = 1
@@ -151,7 +155,7 @@ func TestAFailedStepIsTriedAsOftenAsAllowedThenWaitsForSpecRetry(t *testing.T) {
 
 func TestAbortWaitsOutARunningFlashThenFailsKeepingTheHost(t *testing.T) {
 	f := &fakeBMC{version: "1.0", applies: true, outcomes: []string{"running"}}
-	r, m, now := bmcUpdate(f, 2, "2.0", "3.0")
+	r, m, now := bmcUpdate(t, f, 2, "2.0", "3.0")
 	rounds(t, r, m, now, 3)
 	if st := m.Status.Tasks[0]; st.Phase != expv1.PhaseFlashing || ptr.Deref(st.Percent, -1) != 40 || st.TaskURI != "/tasks/1" {
 		t.Fatalf("task %+v: want the BMC task's progress (40%%) in status while it flashes", st)
@@ -173,15 +177,15 @@ func TestAbortWaitsOutARunningFlashThenFailsKeepingTheHost(t *testing.T) {
 
 func TestAStepThatOutlivesItsTimeoutIsTriedAgainWithoutASecondFlash(t *testing.T) {
 	f := &fakeBMC{version: "1.0", outcomes: []string{"running"}}
-	r, m, now := bmcUpdate(f, 1, "2.0")
+	r, m, now := bmcUpdate(t, f, 1, "2.0")
 	m.Spec.Tasks[0].Firmware.StepTimeout = &metav1.Duration{Duration: time.Minute}
 	rounds(t, r, m, now, 200)
 	st := m.Status.Tasks[0]
-	if st.State != expv1.TaskFailed || !strings.Contains(st.Message, "not done within 1m0s") {
+	if st.State != expv1.TaskFailed || !strings.Contains(st.Message, "phase Flashing not done within 1m0s") {
 		t.Errorf("task %+v, want failed on its timeout", st)
 	}
-	if len(f.flashed) != 1 {
-		t.Errorf("%d flashes: an update still running on the BMC is followed, never started again", len(f.flashed))
+	if len(f.flashed) != 1 || f.calls != 2 {
+		t.Errorf("%d flashes of %d requests: want the second attempt to ask again and follow the update still running", len(f.flashed), f.calls)
 	}
 }
 

@@ -8,10 +8,10 @@ package maintenanceset
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,6 +30,7 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/names"
 )
 
 // SetLabel names, on each maintenance a set created, the set.
@@ -45,6 +46,8 @@ const (
 	CompletedReason          = "Completed"
 	InvalidSelectorReason    = "InvalidSelector"
 	NoHostsReason            = "NoHosts"
+	NoCanaryReason           = "NoCanaryHost"
+	NameTakenReason          = "MaintenanceNameTaken"
 )
 
 // Reconciler reconciles RedfishMaintenanceSets.
@@ -75,16 +78,9 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, opts 
 		Complete(r)
 }
 
-// MaintenanceName is the name of the maintenance a set gives a host: set and host names, or a
-// digest of them when that would be too long.
-func MaintenanceName(set, host string) string {
-	name := set + "-" + host
-	if len(name) <= 253 {
-		return name
-	}
-	sum := sha256.Sum256([]byte(set + "/" + host))
-	return set[:min(len(set), 200)] + "-" + hex.EncodeToString(sum[:])[:16]
-}
+// MaintenanceName is the name of the maintenance a set gives a host: set and host names, cut
+// short with a digest when that would be too long.
+func MaintenanceName(set, host string) string { return names.Join(set, host) }
 
 // Reconcile fans the set out and counts its maintenances.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
@@ -113,15 +109,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err := r.Client.List(ctx, hosts, client.InNamespace(set.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
 		return ctrl.Result{}, err
 	}
-	names := make([]string, 0, len(hosts.Items))
+	selected := make([]string, 0, len(hosts.Items))
 	for _, h := range hosts.Items {
 		if h.DeletionTimestamp.IsZero() {
-			names = append(names, h.Name)
+			selected = append(selected, h.Name)
 		}
 	}
-	slices.Sort(names)
+	slices.Sort(selected)
 	owned := &expv1.RedfishMaintenanceList{}
-	if err := r.Client.List(ctx, owned, client.InNamespace(set.Namespace), client.MatchingLabels{SetLabel: set.Name}); err != nil {
+	if err := r.Client.List(ctx, owned, client.InNamespace(set.Namespace), client.MatchingLabels{SetLabel: names.LabelValue(set.Name)}); err != nil {
 		return ctrl.Result{}, err
 	}
 	byHost := map[string]*expv1.RedfishMaintenance{}
@@ -130,8 +126,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			byHost[owned.Items[i].Spec.HostName] = &owned.Items[i]
 		}
 	}
-	if err := r.pickCanary(set, hosts.Items, names); err != nil {
+	if err := r.pickCanary(set, hosts.Items, selected); err != nil {
 		r.notReady(set, InvalidSelectorReason, "spec.canary.hostSelector: %v", err)
+		return ctrl.Result{}, nil
+	}
+	if set.Spec.Canary != nil && len(set.Status.CanaryHosts) == 0 && len(selected) > 0 {
+		// A canary that picks nothing would let every host go at once.
+		r.count(set, selected, byHost)
+		r.notReady(set, NoCanaryReason, "spec.canary.hostSelector selects none of the %d host(s): nothing is started", len(selected))
 		return ctrl.Result{}, nil
 	}
 
@@ -143,20 +145,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		canaryFailed = canaryFailed || (m != nil && (m.Status.Stage == expv1.StageFailed || m.Status.Stage == expv1.StageCancelled))
 	}
 	rest := set.Spec.Canary == nil || (canaryDone && set.Spec.Canary.Approved)
-	for _, h := range names {
+	var taken []string
+	for _, h := range selected {
 		if byHost[h] != nil || (!rest && !slices.Contains(set.Status.CanaryHosts, h)) {
 			continue
 		}
 		m, err := r.create(ctx, set, h)
+		if errors.Is(err, errNameTaken) {
+			taken = append(taken, MaintenanceName(set.Name, h))
+			continue
+		}
 		if err != nil {
 			return ctrl.Result{}, err
 		}
 		byHost[h] = m
 	}
 
-	r.count(set, names, byHost)
+	r.count(set, selected, byHost)
 	c := &set.Status.Counts
 	switch {
+	case len(taken) > 0:
+		set.Status.Phase = expv1.SetPhaseRollingOut
+		r.notReady(set, NameTakenReason, "RedfishMaintenance(s) %s exist and do not belong to this set: their hosts get no maintenance from it (rename or delete them)", strings.Join(taken, ", "))
 	case set.Spec.Canary != nil && !rest && canaryFailed:
 		set.Status.Phase = expv1.SetPhaseFailed
 		r.notReady(set, CanaryFailedReason, "A canary maintenance failed or was cancelled: the other %d host(s) are not started. See the canary maintenances (spec.retry on a failed one), or delete this set", c.NotStarted)
@@ -184,9 +194,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 }
 
 // pickCanary fixes the canary hosts the first time (later selections do not move them).
-func (r *Reconciler) pickCanary(set *expv1.RedfishMaintenanceSet, hosts []infrav1.RedfishHost, names []string) error {
+func (r *Reconciler) pickCanary(set *expv1.RedfishMaintenanceSet, hosts []infrav1.RedfishHost, selected []string) error {
 	cn := set.Spec.Canary
-	if cn == nil || len(set.Status.CanaryHosts) > 0 || len(names) == 0 {
+	if cn == nil || len(set.Status.CanaryHosts) > 0 || len(selected) == 0 {
 		return nil
 	}
 	if cn.HostSelector != nil {
@@ -195,23 +205,25 @@ func (r *Reconciler) pickCanary(set *expv1.RedfishMaintenanceSet, hosts []infrav
 			return err
 		}
 		for _, h := range hosts {
-			if slices.Contains(names, h.Name) && sel.Matches(labels.Set(h.Labels)) {
+			if slices.Contains(selected, h.Name) && sel.Matches(labels.Set(h.Labels)) {
 				set.Status.CanaryHosts = append(set.Status.CanaryHosts, h.Name)
 			}
 		}
 		slices.Sort(set.Status.CanaryHosts)
 		return nil
 	}
-	n := min(int(ptr.Deref(cn.Count, 1)), len(names))
-	set.Status.CanaryHosts = append([]string(nil), names[:n]...)
+	n := min(int(ptr.Deref(cn.Count, 1)), len(selected))
+	set.Status.CanaryHosts = append([]string(nil), selected[:n]...)
 	return nil
 }
+
+var errNameTaken = errors.New("the name is taken by a maintenance of another owner")
 
 // create makes the host's maintenance from the template.
 func (r *Reconciler) create(ctx context.Context, set *expv1.RedfishMaintenanceSet, host string) (*expv1.RedfishMaintenance, error) {
 	t := set.Spec.Template
 	m := &expv1.RedfishMaintenance{
-		ObjectMeta: metav1.ObjectMeta{Namespace: set.Namespace, Name: MaintenanceName(set.Name, host), Labels: map[string]string{SetLabel: set.Name}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: set.Namespace, Name: MaintenanceName(set.Name, host), Labels: map[string]string{SetLabel: names.LabelValue(set.Name)}},
 		Spec: expv1.RedfishMaintenanceSpec{HostName: host, Reason: t.Reason, Requestor: t.Requestor, Policy: t.Policy, Mode: t.Mode,
 			Priority: t.Priority, Tasks: t.Tasks, Timeout: t.Timeout},
 	}
@@ -219,10 +231,18 @@ func (r *Reconciler) create(ctx context.Context, set *expv1.RedfishMaintenanceSe
 		return nil, err
 	}
 	if err := r.Client.Create(ctx, m); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			return m, nil // created by a round whose write the cache has not shown yet
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("creating the maintenance of host %s: %w", host, err)
 		}
-		return nil, fmt.Errorf("creating the maintenance of host %s: %w", host, err)
+		// Created by a round whose write the cache has not shown yet, or someone else's.
+		existing := &expv1.RedfishMaintenance{}
+		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(m), existing); err != nil {
+			return nil, client.IgnoreNotFound(err)
+		}
+		if !metav1.IsControlledBy(existing, set) || existing.Spec.HostName != host {
+			return nil, errNameTaken
+		}
+		return existing, nil
 	}
 	if r.Recorder != nil {
 		r.Recorder.Eventf(set, m, "Normal", "MaintenanceCreated", "FanOut", "created maintenance %s of host %s", m.Name, host)
@@ -231,10 +251,10 @@ func (r *Reconciler) create(ctx context.Context, set *expv1.RedfishMaintenanceSe
 }
 
 // count fills the counts by stage.
-func (r *Reconciler) count(set *expv1.RedfishMaintenanceSet, names []string, byHost map[string]*expv1.RedfishMaintenance) {
+func (r *Reconciler) count(set *expv1.RedfishMaintenanceSet, selected []string, byHost map[string]*expv1.RedfishMaintenance) {
 	c := expv1.MaintenanceSetCounts{}
 	seen := map[string]bool{}
-	for _, h := range names {
+	for _, h := range selected {
 		seen[h] = true
 		m := byHost[h]
 		if m == nil {

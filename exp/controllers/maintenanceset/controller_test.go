@@ -2,11 +2,13 @@ package maintenanceset
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -149,5 +151,27 @@ func TestTheSetKeepsOneMaintenancePerSelectedHost(t *testing.T) {
 	}
 	if s.Status.Hosts != 2 || s.Status.Counts.Waiting != 2 {
 		t.Errorf("hosts %d, counts %+v", s.Status.Hosts, s.Status.Counts)
+	}
+}
+
+// A canary selector that picks no selected host starts nothing (it would let every host go at
+// once); a maintenance of another owner holding a set's name is reported, never taken over.
+func TestACanaryOfNoHostStartsNothingAndATakenNameIsReported(t *testing.T) {
+	r, c := world(t, &expv1.MaintenanceCanary{HostSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"rack": "none"}}, Approved: true}, "h1", "h2")
+	if s := reconcileSet(t, r); len(maintenances(t, c)) != 0 || conditions.GetReason(s, infrav1.ReadyCondition) != NoCanaryReason {
+		t.Fatalf("maintenances %v, %s: want none and %s", maintenances(t, c), conditions.GetReason(s, infrav1.ReadyCondition), NoCanaryReason)
+	}
+	r, c = world(t, nil, "h1", "h2")
+	if err := c.Create(context.Background(), &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: MaintenanceName("fw", "h1")},
+		Spec: expv1.RedfishMaintenanceSpec{HostName: "h1", Reason: "someone else's", Requestor: "dc-ops"}}); err != nil {
+		t.Fatal(err)
+	}
+	s := reconcileSet(t, r)
+	if got := conditions.GetMessage(s, infrav1.ReadyCondition); conditions.GetReason(s, infrav1.ReadyCondition) != NameTakenReason || !strings.Contains(got, "fw-h1") {
+		t.Errorf("Ready %s: %s; want %s naming fw-h1", conditions.GetReason(s, infrav1.ReadyCondition), got, NameTakenReason)
+	}
+	m := &expv1.RedfishMaintenance{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "fw-h1"}, m); err != nil || m.Spec.Reason != "someone else's" || metav1.IsControlledBy(m, s) {
+		t.Errorf("the other maintenance was changed or adopted: %+v (%v)", m.ObjectMeta, err)
 	}
 }

@@ -1,0 +1,24 @@
+package names
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestNamesFitAndStayDistinct(t *testing.T) {
+	long := strings.Repeat("a", 300)
+	for _, n := range []string{LabelValue(long), LabelValue(long + "b")} {
+		if len(n) > 63 {
+			t.Errorf("label value %d characters", len(n))
+		}
+	}
+	if LabelValue(long) == LabelValue(long+"b") || LabelValue("short") != "short" {
+		t.Error("label values collide or change a name that fits")
+	}
+	if a, b := Join(long, "h1"), Join(long, "h2"); len(a) > 253 || a == b || !strings.HasSuffix(a, "-h1") {
+		t.Errorf("joined %q (%d) and %q", a, len(a), b)
+	}
+	if Join("set", "host") != "set-host" {
+		t.Error("a name that fits was changed")
+	}
+}
