@@ -65,9 +65,9 @@ type Client interface {
 	// creds, when set, are what the BMC (or, for a pushed image, the provider) presents to the
 	// image server.
 	UpdateFirmware(ctx context.Context, imageURI string, target FirmwareTarget, creds *ImageCredentials) (string, error)
-	// BootProgress reads the system's BootProgress.LastState (e.g. SetupEntered, OSRunning); ""
-	// when the BMC reports none.
-	BootProgress(ctx context.Context) (string, error)
+	// BootProgress reads the system's BootProgress.LastState (e.g. SetupEntered, OSRunning) and
+	// when it was entered (zero when the BMC does not say); "" when the BMC reports none.
+	BootProgress(ctx context.Context) (string, time.Time, error)
 	// FirmwareVersion reads the version of the BIOS or the BMC firmware running now.
 	FirmwareVersion(ctx context.Context, target FirmwareTarget) (string, error)
 	// TaskStatus reads a task through its monitor or task URI.

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/stmcginnis/gofish"
 	"github.com/stmcginnis/gofish/schemas"
@@ -32,14 +33,15 @@ type ImageCredentials struct {
 	Password string
 }
 
-func (c *client) BootProgress(ctx context.Context) (string, error) {
+func (c *client) BootProgress(ctx context.Context) (string, time.Time, error) {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
 	sys, err := c.system(ctx)
 	if err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
-	return string(sys.BootProgress.LastState), nil
+	at, _ := time.Parse(time.RFC3339, sys.BootProgress.LastStateTime)
+	return string(sys.BootProgress.LastState), at, nil
 }
 
 func (c *client) FirmwareVersion(ctx context.Context, target FirmwareTarget) (string, error) {

@@ -334,7 +334,7 @@ func (s *Server) system() map[string]any {
 		"@odata.id": systemPath, "@odata.type": "#ComputerSystem.v1_20_0.ComputerSystem", "Id": "1", "Name": "System",
 		"SystemType": "Physical", "Manufacturer": "CAPRF", "Model": "SimServer 1U", "SerialNumber": "SN-" + s.cfg.ID,
 		"UUID": st.uuid, "HostName": "", "PowerState": power, "BiosVersion": st.biosVersion,
-		"BootProgress":       map[string]any{"LastState": bootProgress(st.bootProgress)},
+		"BootProgress":       bootProgress(st.bootProgress, st.bootProgressAt),
 		"Status":             map[string]any{"State": "Enabled", "Health": "OK"},
 		"ProcessorSummary":   map[string]any{"Count": 2, "CoreCount": 32, "Model": "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz"},
 		"MemorySummary":      map[string]any{"TotalSystemMemoryGiB": 256},
@@ -815,9 +815,13 @@ func oneOf(v string, allowed ...string) bool {
 	return false
 }
 
-func bootProgress(s string) string {
-	if s == "" {
-		return "None"
+func bootProgress(state string, at time.Time) map[string]any {
+	if state == "" {
+		state = "None"
 	}
-	return s
+	p := map[string]any{"LastState": state}
+	if !at.IsZero() {
+		p["LastStateTime"] = at.UTC().Format(time.RFC3339Nano)
+	}
+	return p
 }

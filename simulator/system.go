@@ -60,14 +60,15 @@ type systemState struct {
 	postUntil time.Time // in POST until then (boot overrides refused by BootLockedDuringPOST)
 	// bootProgress is BootProgress.LastState: None while off, SystemHardwareInitializationComplete
 	// during POST, then SetupEntered (a boot into the BIOS setup) or OSBootStarted.
-	bootProgress string
-	powerOns     int       // counts power-ons: a POST ending applies only to the boot it belongs to
-	offSince     time.Time // when the last power-off completed (PowerOnRefusedAfterOff)
-	boot         bootOverride
-	media        []*mediaSlot // virtual media slots; the first is the CD
-	bios         map[string]any
-	pendingBios  map[string]any
-	biosVersion  string
+	bootProgress   string
+	bootProgressAt time.Time // when bootProgress was entered (BootProgress.LastStateTime)
+	powerOns       int       // counts power-ons: a POST ending applies only to the boot it belongs to
+	offSince       time.Time // when the last power-off completed (PowerOnRefusedAfterOff)
+	boot           bootOverride
+	media          []*mediaSlot // virtual media slots; the first is the CD
+	bios           map[string]any
+	pendingBios    map[string]any
+	biosVersion    string
 	// pendingBiosVersion is a BIOS image staged by an update, flashed at the next boot.
 	pendingBiosVersion string
 	bmcVersion         string
@@ -260,7 +261,7 @@ func (s *Server) post(boot int, setup bool) {
 	if st.pendingBiosVersion != "" {
 		st.biosVersion, st.pendingBiosVersion = st.pendingBiosVersion, ""
 	}
-	st.bootProgress = "OSBootStarted"
+	st.bootProgress, st.bootProgressAt = "OSBootStarted", time.Now()
 	if setup {
 		st.bootProgress = "SetupEntered"
 	}
@@ -343,7 +344,9 @@ func (s *Server) reset(resetType string) (int, string) {
 		}
 		st.power = PowerPoweringOff
 		st.postUntil = time.Time{} // a server going off is out of POST
-		s.after(lat, func() { st.power, st.offSince, st.bootProgress = PowerOff, time.Now(), "None" })
+		s.after(lat, func() {
+			st.power, st.offSince, st.bootProgress, st.bootProgressAt = PowerOff, time.Now(), "None", time.Now()
+		})
 	case "GracefulRestart", "ForceRestart", "PowerCycle":
 		if st.power == PowerOff {
 			s.powerOn(lat)
@@ -351,7 +354,7 @@ func (s *Server) reset(resetType string) (int, string) {
 		}
 		st.power = PowerPoweringOff
 		s.after(lat, func() {
-			st.power, st.bootProgress = PowerOff, "None"
+			st.power, st.bootProgress, st.bootProgressAt = PowerOff, "None", time.Now()
 			s.powerOn(lat)
 		})
 	default:
@@ -376,7 +379,7 @@ func (s *Server) booted() {
 	st := &s.state
 	st.power = PowerOn
 	s.stats.Boots++
-	st.bootProgress = "SystemHardwareInitializationComplete"
+	st.bootProgress, st.bootProgressAt = "SystemHardwareInitializationComplete", time.Now()
 	setup := st.boot.enabled != "Disabled" && st.boot.target == "BiosSetup"
 	boot := st.powerOns
 	post := s.cfg.POSTDuration

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"time"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
@@ -19,7 +20,7 @@ type BMC interface {
 	EraseDrives(ctx context.Context) ([]bmc.EraseJob, error)
 	ErasesInProgress(ctx context.Context, drives []string) (int, error)
 	TaskStatus(ctx context.Context, uri string) (*bmc.Task, error)
-	BootProgress(ctx context.Context) (string, error)
+	BootProgress(ctx context.Context) (string, time.Time, error)
 }
 
 // BMCs hands out connected BMCs: bmc.Pool in the manager (see FromPool), a fake in unit tests.

@@ -69,8 +69,8 @@ func (f *fakeBMC) EraseDrives(context.Context) ([]bmc.EraseJob, error) {
 func (f *fakeBMC) ErasesInProgress(context.Context, []string) (int, error) {
 	return f.inProgress, f.call("ErasesInProgress", "")
 }
-func (f *fakeBMC) BootProgress(context.Context) (string, error) {
-	return "", f.call("BootProgress", "")
+func (f *fakeBMC) BootProgress(context.Context) (string, time.Time, error) {
+	return "", time.Time{}, f.call("BootProgress", "")
 }
 func (f *fakeBMC) TaskStatus(_ context.Context, uri string) (*bmc.Task, error) {
 	return f.tasks[uri], f.call("TaskStatus", uri)

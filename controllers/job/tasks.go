@@ -88,19 +88,20 @@ var errInvalid = errors.New("invalid task")
 // no boot progress.
 const DefaultBootProgressFallback = 3 * time.Minute
 
-// waitForBootProgress is done once the system reports the state, or, on a BMC that reports no
-// boot progress, once orAfter has passed since the task started.
+// waitForBootProgress is done once the system reports the state, entered since the job started
+// when the BMC says when, or, on a BMC that reports no boot progress (or None throughout), once
+// orAfter has passed since the task started.
 func (r *Reconciler) waitForBootProgress(ctx context.Context, j *infrav1.RedfishJob, i int, c host.BMC) (bool, time.Duration, error) {
 	w, ts := j.Spec.Tasks[i].WaitForBootProgress, &j.Status.Tasks[i]
-	progress, err := c.BootProgress(ctx)
+	progress, at, err := c.BootProgress(ctx)
 	if err != nil {
 		ts.Message = truncate("reading the boot progress: " + err.Error())
 		return false, r.PollInterval, nil // until the task's timeout
 	}
-	if progress == w.State {
-		return true, 0, nil
+	if progress == w.State && (at.IsZero() || j.Status.StartTime == nil || !at.Before(j.Status.StartTime.Time)) {
+		return true, 0, nil // entered since the job started: not a state left from an earlier boot
 	}
-	if progress == "" {
+	if progress == "" || progress == "None" { // None after a power-on: the BMC does not follow boots
 		after := DefaultBootProgressFallback
 		if w.OrAfter != nil {
 			after = w.OrAfter.Duration

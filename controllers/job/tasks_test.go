@@ -26,14 +26,15 @@ type scriptedBMC struct {
 	tried    int
 	resetErr error
 	progress []string // BootProgress answers in turn; the last repeats
+	stateAt  time.Time
 }
 
-func (b *scriptedBMC) BootProgress(context.Context) (string, error) {
+func (b *scriptedBMC) BootProgress(context.Context) (string, time.Time, error) {
 	p := b.progress[0]
 	if len(b.progress) > 1 {
 		b.progress = b.progress[1:]
 	}
-	return p, nil
+	return p, b.stateAt, nil
 }
 
 func (b *scriptedBMC) PowerState(context.Context) (bmc.PowerState, error) {
@@ -201,6 +202,11 @@ func TestAWaitForBootProgressEndsAtTheStateOrAfterItsFallback(t *testing.T) {
 	}
 	if got := j.Status.CompletionTime.Sub(j.Status.Tasks[0].StartTime.Time); got < 20*time.Second || got > 22*time.Second {
 		t.Errorf("no boot progress: done %s after the start, want orAfter (20s)", got)
+	}
+	b = &scriptedBMC{progress: []string{"SetupEntered"}, stateAt: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)} // left from an earlier boot
+	j = rounds(t, []infrav1.JobTask{{WaitForBootProgress: wait.WaitForBootProgress, Timeout: &metav1.Duration{Duration: 10 * time.Second}}}, b, 100)
+	if j.Status.Tasks[0].State != infrav1.JobTaskFailed {
+		t.Errorf("a state entered before the task: %+v, want it not taken (failed at the timeout)", j.Status.Tasks)
 	}
 	b = &scriptedBMC{progress: []string{"OSRunning"}} // the host booted its OS instead: never there
 	j = rounds(t, []infrav1.JobTask{{WaitForBootProgress: wait.WaitForBootProgress, Timeout: &metav1.Duration{Duration: 10 * time.Second}}}, b, 100)

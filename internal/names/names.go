@@ -21,12 +21,12 @@ func digest(name string) string {
 	return hex.EncodeToString(sum[:])[:16]
 }
 
-// Join is prefix + "-" + suffix when that fits an object name (253 characters), else prefix cut
-// short, a digest of both, and suffix.
-func Join(prefix, suffix string) string {
-	if name := prefix + "-" + suffix; len(name) <= 253 {
+// Join is prefix + "-" + suffix when that fits in limit characters, else prefix cut short, a
+// digest of both, and suffix.
+func Join(prefix, suffix string, limit int) string {
+	if name := prefix + "-" + suffix; len(name) <= limit {
 		return name
 	}
-	keep := max(253-len(suffix)-18, 0)
-	return prefix[:min(len(prefix), keep)] + "-" + digest(prefix+"/"+suffix) + "-" + suffix[:min(len(suffix), 253-keep-18)]
+	keep := max(limit-len(suffix)-18, 0)
+	return prefix[:min(len(prefix), keep)] + "-" + digest(prefix+"/"+suffix) + "-" + suffix[:min(len(suffix), limit-keep-18)]
 }

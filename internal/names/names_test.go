@@ -15,10 +15,13 @@ func TestNamesFitAndStayDistinct(t *testing.T) {
 	if LabelValue(long) == LabelValue(long+"b") || LabelValue("short") != "short" {
 		t.Error("label values collide or change a name that fits")
 	}
-	if a, b := Join(long, "h1"), Join(long, "h2"); len(a) > 253 || a == b || !strings.HasSuffix(a, "-h1") {
+	if a, b := Join(long, "h1", 253), Join(long, "h2", 253); len(a) > 253 || a == b || !strings.HasSuffix(a, "-h1") {
 		t.Errorf("joined %q (%d) and %q", a, len(a), b)
 	}
-	if Join("set", "host") != "set-host" {
+	if a := Join(long, "h1", 241); len(a) > 241 {
+		t.Errorf("joined %d characters, limit 241", len(a))
+	}
+	if Join("set", "host", 253) != "set-host" {
 		t.Error("a name that fits was changed")
 	}
 }

@@ -74,7 +74,17 @@ func conflictingMode(ctx context.Context, reader client.Reader, m *expv1.Redfish
 
 // ValidateUpdate checks the spec and refuses to change what the handshake was agreed on.
 func (v *Maintenance) ValidateUpdate(_ context.Context, old, m *expv1.RedfishMaintenance) (admission.Warnings, error) {
-	errs := validateMaintenance(m)
+	if !m.DeletionTimestamp.IsZero() {
+		return nil, nil // going away: its finalizer must come off whatever rules came since
+	}
+	checked := m
+	if reflect.DeepEqual(old.Spec.Tasks, m.Spec.Tasks) {
+		// Unchanged tasks were admitted once: rules added since do not lock the object (its
+		// spec.abort, spec.retry and spec.complete stay writable after an upgrade).
+		checked = m.DeepCopy()
+		checked.Spec.Tasks = nil
+	}
+	errs := validateMaintenance(checked)
 	spec := field.NewPath("spec")
 	if old.Spec.HostName != m.Spec.HostName {
 		errs = append(errs, field.Forbidden(spec.Child("hostName"), "is immutable: create another maintenance for another host"))

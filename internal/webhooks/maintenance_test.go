@@ -92,3 +92,23 @@ func TestFirmwareAndBIOSTasksAreCheckedAtAdmission(t *testing.T) {
 		}
 	}
 }
+
+// An upgrade that brings stricter rules for tasks does not lock maintenances admitted before:
+// their other fields stay writable and a deleted one can drop its finalizer.
+func TestUnchangedTasksAreNotCheckedAgain(t *testing.T) {
+	old := &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "m"},
+		Spec: expv1.RedfishMaintenanceSpec{HostName: "h", Reason: "r", Requestor: "q", Tasks: []expv1.MaintenanceTask{{Firmware: &expv1.FirmwareUpdate{
+			Component: expv1.FirmwareBIOS, ImageCredentialsSecretName: "s", Plan: []expv1.FirmwareVersion{{Version: "1", ImageURL: "http://images/1.bin"}}}}}},
+		Status: expv1.RedfishMaintenanceStatus{Stage: expv1.StageInMaintenance}}
+	m := old.DeepCopy()
+	m.Spec.Abort = true
+	if _, err := (&Maintenance{}).ValidateUpdate(t.Context(), old, m); err != nil {
+		t.Errorf("abort refused for tasks admitted under older rules: %v", err)
+	}
+	m = old.DeepCopy()
+	m.Status.Stage = expv1.StagePending
+	m.Spec.Tasks[0].Firmware.Plan[0].Version = "2"
+	if _, err := (&Maintenance{}).ValidateUpdate(t.Context(), old, m); err == nil || !strings.Contains(err.Error(), "must be https") {
+		t.Errorf("changed tasks are checked: %v", err)
+	}
+}

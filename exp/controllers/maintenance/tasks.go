@@ -141,6 +141,9 @@ func (r *Reconciler) checkTasks(ctx context.Context, m *expv1.RedfishMaintenance
 	if len(m.Status.Tasks) > 0 || !slices.ContainsFunc(m.Spec.Tasks, automatic) {
 		return true, ctrl.Result{}
 	}
+	if c := conditions.Get(m, infrav1.ReadyCondition); c != nil && c.Reason == InvalidTaskReason && c.ObservedGeneration == m.Generation {
+		return false, ctrl.Result{} // refused as it stands: a change of its spec checks it again
+	}
 	var problems []string
 	var c BMC
 	for i, t := range m.Spec.Tasks {
@@ -151,7 +154,7 @@ func (r *Reconciler) checkTasks(ctx context.Context, m *expv1.RedfishMaintenance
 					problems = append(problems, fmt.Sprintf("tasks[%d].firmware: %s", i, err))
 					continue
 				}
-				r.waiting(m, InvalidTaskReason, "Reading the image credentials of tasks[%d]: %s", i, err)
+				r.waiting(m, BMCUnreachableReason, "Reading the image credentials of tasks[%d]: %s", i, err)
 				return false, ctrl.Result{RequeueAfter: r.PollInterval}
 			}
 		case t.BIOSSettings != nil:
@@ -186,13 +189,14 @@ func (r *Reconciler) checkTasks(ctx context.Context, m *expv1.RedfishMaintenance
 	}
 	if len(problems) > 0 {
 		// It stays Pending, holding nothing, until its tasks are corrected (they may change until
-		// the announcement) or it is deleted; the BMC is asked again now and then.
+		// the announcement) or it is deleted: the BMC is asked again when the spec changes.
 		msg := "Refused before anything was done on host " + host.Name + ": " + strings.Join(problems, "; ") + ". Correct spec.tasks or delete this maintenance"
 		if conditions.GetMessage(m, infrav1.ReadyCondition) != msg {
 			r.event(m, "InvalidTask", "refused: %s", strings.Join(problems, "; "))
 		}
-		r.waiting(m, InvalidTaskReason, "%s", msg)
-		return false, ctrl.Result{RequeueAfter: 30 * r.PollInterval}
+		// Set, not throttled: its observed generation says which spec was refused.
+		conditions.Set(m, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: InvalidTaskReason, Message: msg})
+		return false, ctrl.Result{}
 	}
 	m.Status.Tasks = make([]expv1.MaintenanceTaskStatus, len(m.Spec.Tasks))
 	for i, t := range m.Spec.Tasks {
@@ -295,7 +299,7 @@ func (r *Reconciler) runTasks(ctx context.Context, m *expv1.RedfishMaintenance, 
 		}
 		c, ok := r.connectTasks(ctx, m, host)
 		if !ok {
-			if r.attemptTimedOut(m, i, t) {
+			if r.attemptTimedOut(ctx, m, i, t) {
 				return false, ctrl.Result{RequeueAfter: time.Millisecond}, nil
 			}
 			return false, ctrl.Result{RequeueAfter: 5 * r.PollInterval}, nil
@@ -310,7 +314,8 @@ func (r *Reconciler) runTasks(ctx context.Context, m *expv1.RedfishMaintenance, 
 		if st.State == expv1.TaskSucceeded && err == nil {
 			continue
 		}
-		if st.State == expv1.TaskRunning && r.attemptTimedOut(m, i, t) {
+		st.Message = clip(st.Message) // BMC error bodies can be long; the field is bounded
+		if st.State == expv1.TaskRunning && r.attemptTimedOut(ctx, m, i, t) {
 			return false, ctrl.Result{RequeueAfter: time.Millisecond}, nil
 		}
 		if st.State == expv1.TaskRunning {
@@ -329,8 +334,8 @@ func (r *Reconciler) otherBusy(ctx context.Context, m *expv1.RedfishMaintenance)
 		return "", err
 	}
 	for _, o := range list.Items {
-		if o.Name == m.Name {
-			continue
+		if o.Name == m.Name || o.Status.Stage != expv1.StageInMaintenance || !o.DeletionTimestamp.IsZero() {
+			continue // a maintenance that failed or ended runs nothing, whatever its tasks say
 		}
 		for _, st := range o.Status.Tasks {
 			if st.State == expv1.TaskRunning && st.Phase != expv1.PhaseChecking && st.Phase != expv1.PhaseStaging && st.Phase != "" {
@@ -378,6 +383,14 @@ func scrub(msg string, t expv1.MaintenanceTask) string {
 	return msg
 }
 
+// maskPassword hides the image server's password in a message from the BMC.
+func maskPassword(msg string, creds *bmc.ImageCredentials) string {
+	if creds == nil || creds.Password == "" {
+		return msg
+	}
+	return strings.ReplaceAll(msg, creds.Password, "***")
+}
+
 func describeTask(t expv1.MaintenanceTask) string {
 	switch {
 	case t.Firmware != nil:
@@ -403,10 +416,13 @@ func (r *Reconciler) enterPhase(st *expv1.MaintenanceTaskStatus, p expv1.TaskPha
 // phase that moved on this round starts its own clock); it reports whether it did. An attempt
 // that timed out booting the host starts again from that boot, not from a new flash: the image is
 // staged already, and a job still running goes first (one job at a time per host).
-func (r *Reconciler) attemptTimedOut(m *expv1.RedfishMaintenance, i int, t expv1.MaintenanceTask) bool {
+func (r *Reconciler) attemptTimedOut(ctx context.Context, m *expv1.RedfishMaintenance, i int, t expv1.MaintenanceTask) bool {
 	st := &m.Status.Tasks[i]
 	if st.PhaseStartTime == nil || r.Now().Before(st.PhaseStartTime.Add(stepTimeout(t))) {
 		return false
+	}
+	if st.Phase == expv1.PhaseApplying && r.jobRunning(ctx, m.Namespace, st.Job) {
+		return false // a boot under way is never cut short: the job's own task timeouts end it
 	}
 	phase := st.Phase
 	r.attemptFailed(m, i, fmt.Sprintf("phase %s not done within %s", phase, stepTimeout(t)))
@@ -465,10 +481,11 @@ func (r *Reconciler) firmwareStep(ctx context.Context, m *expv1.RedfishMaintenan
 		switch {
 		case errors.Is(err, bmc.ErrNotSupported):
 			st.Attempt = retries(m.Spec.Tasks[i]) + 1 // no retry can help
-			r.attemptFailed(m, i, err.Error())
+			r.attemptFailed(m, i, maskPassword(err.Error(), creds))
 			return ctrl.Result{}, nil
 		case err != nil:
-			st.Message = "starting the update: " + bmc.Redact(err.Error())
+			// A BMC refusing the request may echo its parameters, the password among them.
+			st.Message = "starting the update: " + bmc.Redact(maskPassword(err.Error(), creds))
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 		}
 		st.TaskURI, st.Percent, st.Message = uri, ptr.To[int32](0), fmt.Sprintf("flashing %s %s (from %s)", f.Component, want.Version, v)
@@ -729,6 +746,18 @@ func (r *Reconciler) runJob(ctx context.Context, m *expv1.RedfishMaintenance, ho
 	return false, ctrl.Result{RequeueAfter: 5 * r.PollInterval}, nil // the job's end wakes the maintenance
 }
 
+// jobRunning says whether the named job exists and has not finished (true when it cannot be read).
+func (r *Reconciler) jobRunning(ctx context.Context, namespace, name string) bool {
+	if name == "" {
+		return false
+	}
+	job, err := r.getJob(ctx, namespace, name)
+	if err != nil {
+		return !apierrors.IsNotFound(err)
+	}
+	return !job.Finished()
+}
+
 // getJob reads a job from the cache, and from the API server when the cache does not have it (yet).
 func (r *Reconciler) getJob(ctx context.Context, namespace, name string) (*infrav1.RedfishJob, error) {
 	job := &infrav1.RedfishJob{}
@@ -740,11 +769,7 @@ func (r *Reconciler) getJob(ctx context.Context, namespace, name string) (*infra
 }
 
 func jobName(maintenance string, task int, step, retry, attempt int32, kind string) string {
-	suffix := fmt.Sprintf("-t%d-s%d-r%d-a%d-%s", task, step, retry, attempt, kind)
-	if max := 253 - len(suffix); len(maintenance) > max {
-		maintenance = maintenance[:max]
-	}
-	return maintenance + suffix
+	return names.Join(maintenance, fmt.Sprintf("t%d-s%d-r%d-a%d-%s", task, step, retry, attempt, kind), 253)
 }
 
 // abort stops the tasks: a flash the BMC runs and a job booting the host are waited out, then the
@@ -770,32 +795,23 @@ func (r *Reconciler) abort(ctx context.Context, m *expv1.RedfishMaintenance, hos
 }
 
 // busy says whether the running step of task i has something under way that must not be cut
-// off: a BMC update task, or the job booting the host (within the step's timeout).
+// off: the job booting the host (until it ends), or a BMC update task (within the phase's
+// timeout).
 func (r *Reconciler) busy(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, i int) (bool, string) {
 	st := &m.Status.Tasks[i]
+	if st.Phase == expv1.PhaseApplying && r.jobRunning(ctx, m.Namespace, st.Job) {
+		return true, "RedfishJob " + st.Job // a boot, POST included: ended by the job's own timeouts
+	}
 	if i >= len(m.Spec.Tasks) || st.PhaseStartTime == nil || !r.Now().Before(st.PhaseStartTime.Add(stepTimeout(m.Spec.Tasks[i]))) {
 		return false, "" // past its timeout: not waited for any longer
 	}
-	switch st.Phase {
-	case expv1.PhaseFlashing:
-		if st.TaskURI == "" {
-			return false, ""
-		}
-		c, ok := r.connectTasks(ctx, m, host)
-		if !ok {
-			return true, "the BMC's update task " + st.TaskURI
-		}
-		task, err := c.TaskStatus(ctx, st.TaskURI)
-		return err != nil || !task.Done, "the BMC's update task " + st.TaskURI
-	case expv1.PhaseApplying:
-		if st.Job == "" {
-			return false, ""
-		}
-		job, err := r.getJob(ctx, m.Namespace, st.Job)
-		if err != nil {
-			return !apierrors.IsNotFound(err), "RedfishJob " + st.Job
-		}
-		return !job.Finished(), "RedfishJob " + st.Job
+	if st.Phase != expv1.PhaseFlashing || st.TaskURI == "" {
+		return false, ""
 	}
-	return false, ""
+	c, ok := r.connectTasks(ctx, m, host)
+	if !ok {
+		return true, "the BMC's update task " + st.TaskURI
+	}
+	task, err := c.TaskStatus(ctx, st.TaskURI)
+	return err != nil || !task.Done, "the BMC's update task " + st.TaskURI
 }

@@ -2,6 +2,7 @@ package maintenance
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -221,5 +222,148 @@ func TestBMCMessagesAreMaskedOfTheTasksValues(t *testing.T) {
 	got := scrub(`The value "s3cret-pw" for AdminPassword is invalid; LegacyBios needs CSM`, m.Spec.Tasks[0])
 	if strings.Contains(got, "s3cret-pw") || strings.Contains(got, "LegacyBios") || !strings.Contains(got, "AdminPassword") {
 		t.Errorf("masked message %q", got)
+	}
+}
+
+// A maintenance whose BIOS settings the BMC refuses stays Pending; the BMC is asked again only
+// when the spec changes, and a corrected spec goes on.
+func TestRefusedTasksAreCheckedAgainOnlyWhenCorrected(t *testing.T) {
+	f := &refusingBMC{}
+	m, host := biosMaintenance(map[string]string{"Turbo": `"On"`})
+	m.Status.Stage, m.Generation = expv1.StagePending, 1
+	c := apiWorld(t, host)
+	r := &Reconciler{Client: c, APIReader: c, PollInterval: time.Second, Now: time.Now,
+		Connect: func(context.Context, *infrav1.RedfishHost) (BMC, error) { return f, nil }}
+	for range 3 {
+		if ok, _ := r.checkTasks(context.Background(), m, host); ok {
+			t.Fatal("refused attributes passed")
+		}
+	}
+	if f.checks != 1 || m.Status.Stage != expv1.StagePending || conditions.GetReason(m, infrav1.ReadyCondition) != InvalidTaskReason {
+		t.Fatalf("%d checks, stage %s, %s: want one check, Pending, InvalidTask", f.checks, m.Status.Stage, describe(m))
+	}
+	m.Spec.Tasks[0].BIOSSettings.Attributes = map[string]apiextensionsv1.JSON{"BootMode": {Raw: []byte(`"Uefi"`)}}
+	m.Generation = 2
+	if ok, _ := r.checkTasks(context.Background(), m, host); !ok || f.checks != 2 {
+		t.Errorf("corrected spec: ok %v after %d checks (%s)", ok, f.checks, describe(m))
+	}
+}
+
+type refusingBMC struct {
+	fakeBMC
+	checks int
+}
+
+func (f *refusingBMC) CheckBIOSAttributes(_ context.Context, attrs map[string]any) error {
+	f.checks++
+	if _, ok := attrs["Turbo"]; ok {
+		return &bmc.UnknownAttributesError{Problems: []string{"Turbo: unknown attribute"}}
+	}
+	return nil
+}
+
+// A BMC that echoes a refused value in its error: the value is masked in the task's message.
+func TestAnEchoedValueIsMaskedInTheStatus(t *testing.T) {
+	f := &echoingBMC{fakeBIOS: fakeBIOS{current: map[string]any{}}}
+	m, host := biosMaintenance(map[string]string{"AdminPassword": `"s3cret-pw"`})
+	c := apiWorld(t, host)
+	now := time.Now()
+	r := &Reconciler{Client: c, APIReader: c, PollInterval: time.Second, Now: func() time.Time { return now },
+		Connect: func(context.Context, *infrav1.RedfishHost) (BMC, error) { return f, nil }}
+	if _, _, err := r.runTasks(context.Background(), m, host); err != nil {
+		t.Fatal(err)
+	}
+	msg := m.Status.Tasks[0].Message + conditions.GetMessage(m, infrav1.ReadyCondition)
+	if strings.Contains(msg, "s3cret-pw") || !strings.Contains(msg, "***") {
+		t.Errorf("message %q", msg)
+	}
+}
+
+type echoingBMC struct{ fakeBIOS }
+
+func (f *echoingBMC) SetBIOSAttributes(_ context.Context, attrs map[string]any) error {
+	return fmt.Errorf("HTTP 400: the value %v for AdminPassword is not valid", attrs["AdminPassword"])
+}
+
+// One flash or BIOS-setup boot at a time per host: a second maintenance of the host waits while
+// another one's task flashes, and goes once that maintenance has ended.
+func TestASecondMaintenanceOfTheHostWaitsForTheFirstOnesFlash(t *testing.T) {
+	f := &fakeBMC{version: "1.0", applies: true, outcomes: []string{"ok"}}
+	r, m, now := bmcUpdate(t, f, 2, "2.0")
+	other := &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "other"},
+		Spec:   expv1.RedfishMaintenanceSpec{HostName: "h"},
+		Status: expv1.RedfishMaintenanceStatus{Stage: expv1.StageInMaintenance, Tasks: []expv1.MaintenanceTaskStatus{{State: expv1.TaskRunning, Phase: expv1.PhaseFlashing}}}}
+	c := apiWorld(t, other)
+	r.Client, r.APIReader = c, c
+	rounds(t, r, m, now, 5)
+	if len(f.flashed) != 0 || !strings.Contains(describe(m), "waits for maintenance other") {
+		t.Fatalf("%d flashes while another maintenance flashes the host (%s)", len(f.flashed), describe(m))
+	}
+	other.Status.Stage = expv1.StageCompleted
+	if err := c.Status().Update(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+	if !rounds(t, r, m, now, 20) || len(f.flashed) != 1 {
+		t.Errorf("%d flashes once the other ended: %+v", len(f.flashed), m.Status.Tasks[0])
+	}
+}
+
+// Deleting a maintenance waits for its apply job (a boot into the BIOS setup, POST included)
+// to end, even past the phase's timeout.
+func TestADeletedMaintenanceWaitsOutItsBIOSSetupBoot(t *testing.T) {
+	m, host := biosMaintenance(map[string]string{"BootMode": `"LegacyBios"`})
+	past := metav1.NewTime(time.Now().Add(-2 * DefaultStepTimeout))
+	m.Status.Tasks = []expv1.MaintenanceTaskStatus{{State: expv1.TaskRunning, Phase: expv1.PhaseApplying, Job: "m-apply", PhaseStartTime: &past, StepStartTime: &past, Attempt: 1}}
+	m.Finalizers = []string{Finalizer}
+	job := &infrav1.RedfishJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m-apply"}, Spec: infrav1.RedfishJobSpec{HostName: "h"}}
+	c := apiWorld(t, host, m, job)
+	if err := c.Delete(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: c, APIReader: c, PollInterval: time.Second, Now: time.Now,
+		Connect: func(context.Context, *infrav1.RedfishHost) (BMC, error) { return &fakeBIOS{}, nil }}
+	key := client.ObjectKeyFromObject(m)
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(context.Background(), key, m); err != nil || len(m.Finalizers) == 0 {
+		t.Fatalf("the maintenance went while its job booted the host (%v)", err)
+	}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(job), job); err != nil {
+		t.Fatal(err)
+	}
+	done := metav1.NowMicro()
+	job.Status.CompletionTime = &done
+	if err := c.Status().Update(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(context.Background(), key, m); client.IgnoreNotFound(err) != nil || (err == nil && len(m.Finalizers) != 0) {
+		t.Errorf("the maintenance stays once the job ended (%v)", err)
+	}
+}
+
+// spec.abort on a maintenance that has not started draining cancels it: nothing is held.
+func TestAnAbortBeforeTheDrainCancels(t *testing.T) {
+	m, host := biosMaintenance(map[string]string{"BootMode": `"LegacyBios"`})
+	m.Status = expv1.RedfishMaintenanceStatus{Stage: expv1.StageApproved}
+	m.Spec.Abort, m.Finalizers = true, []string{Finalizer}
+	c := apiWorld(t, host, m)
+	r := &Reconciler{Client: c, APIReader: c, PollInterval: time.Second, Now: time.Now,
+		Connect: func(context.Context, *infrav1.RedfishHost) (BMC, error) { return &fakeBIOS{}, nil }}
+	key := client.ObjectKeyFromObject(m)
+	for range 2 {
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Get(context.Background(), key, m); err != nil || m.Status.Stage != expv1.StageCancelled || conditions.GetReason(m, infrav1.ReadyCondition) != AbortedReason {
+		t.Fatalf("stage %s, %s (%v): want Cancelled, Aborted", m.Status.Stage, describe(m), err)
+	}
+	h := &infrav1.RedfishHost{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(host), h); err != nil || len(h.Spec.RebootRequests) != 0 {
+		t.Errorf("host reboot requests %+v (%v): want none", h.Spec.RebootRequests, err)
 	}
 }

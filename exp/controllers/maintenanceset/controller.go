@@ -79,8 +79,9 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, opts 
 }
 
 // MaintenanceName is the name of the maintenance a set gives a host: set and host names, cut
-// short with a digest when that would be too long.
-func MaintenanceName(set, host string) string { return names.Join(set, host) }
+// short with a digest when that would be too long (241 characters: the maintenance's reboot
+// requests on its host are named maintenance/<name>, at most 253).
+func MaintenanceName(set, host string) string { return names.Join(set, host, 241) }
 
 // Reconcile fans the set out and counts its maintenances.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
