@@ -43,33 +43,32 @@ func (c *client) BIOSAttributes(ctx context.Context) (map[string]any, error) {
 func (c *client) CheckBIOSAttributes(ctx context.Context, attrs map[string]any) error {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
+	_, err := c.checkedBios(ctx, attrs)
+	return err
+}
+
+// checkedBios reads the Bios resource and checks attrs against its registry (or its attributes).
+func (c *client) checkedBios(ctx context.Context, attrs map[string]any) (*schemas.Bios, error) {
 	b, err := c.bios(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	reg, err := c.attributeRegistry(ctx, b.AttributeRegistry)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if problems := checkAttributes(reg, b.Attributes, attrs); len(problems) > 0 {
-		return &UnknownAttributesError{Problems: problems}
+		return nil, &UnknownAttributesError{Problems: problems}
 	}
-	return nil
+	return b, nil
 }
 
 func (c *client) SetBIOSAttributes(ctx context.Context, attrs map[string]any) error {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
-	b, err := c.bios(ctx)
+	b, err := c.checkedBios(ctx, attrs)
 	if err != nil {
 		return err
-	}
-	reg, err := c.attributeRegistry(ctx, b.AttributeRegistry)
-	if err != nil {
-		return err
-	}
-	if problems := checkAttributes(reg, b.Attributes, attrs); len(problems) > 0 {
-		return &UnknownAttributesError{Problems: problems}
 	}
 	raw, _, err := c.raw(ctx, b.ODataID)
 	if err != nil {

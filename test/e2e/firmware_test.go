@@ -75,10 +75,7 @@ func (b *bed) controlPlaneOnLabelled() {
 	for _, o := range []client.Object{data, rm, m} {
 		Expect(env.Create(ctx, o)).To(Succeed())
 	}
-	Eventually(func(g Gomega) {
-		g.Expect(env.Get(ctx, client.ObjectKeyFromObject(b.cluster), b.cluster)).To(Succeed())
-		g.Expect(conditions.IsTrue(b.cluster, clusterv1.ClusterControlPlaneInitializedCondition)).To(BeTrue(), func() string { return b.dump() })
-	}, 3*time.Minute).Should(Succeed())
+	b.waitControlPlaneInitialized()
 }
 
 // serverOf returns the simulated server behind a host.

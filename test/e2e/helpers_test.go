@@ -274,10 +274,17 @@ func (b *bed) controlPlane() string {
 	for _, o := range []client.Object{data, rm, m} {
 		Expect(env.Create(ctx, o)).To(Succeed())
 	}
+	b.waitControlPlaneInitialized()
+	Expect(env.Get(ctx, client.ObjectKeyFromObject(rm), rm)).To(Succeed())
+	return rm.Status.HostRef
+}
+
+// waitControlPlaneInitialized waits until CAPI reports the bed's Cluster's control plane
+// initialized.
+func (b *bed) waitControlPlaneInitialized() {
+	GinkgoHelper()
 	Eventually(func(g Gomega) {
 		g.Expect(env.Get(ctx, client.ObjectKeyFromObject(b.cluster), b.cluster)).To(Succeed())
 		g.Expect(conditions.IsTrue(b.cluster, clusterv1.ClusterControlPlaneInitializedCondition)).To(BeTrue(), func() string { return b.dump() })
 	}, 3*time.Minute).Should(Succeed())
-	Expect(env.Get(ctx, client.ObjectKeyFromObject(rm), rm)).To(Succeed())
-	return rm.Status.HostRef
 }
