@@ -32,7 +32,12 @@ type Maintenance struct {
 
 // ValidateCreate checks the spec.
 func (v *Maintenance) ValidateCreate(ctx context.Context, m *expv1.RedfishMaintenance) (admission.Warnings, error) {
-	if err := invalidExp("RedfishMaintenance", m.Name, validateMaintenance(m)); err != nil {
+	errs := validateMaintenance(m)
+	if limit := 253 - len(maintenance.RequestorPrefix); len(m.Name) > limit {
+		// Its power hold on the host is a reboot request named maintenance/<name> (at most 253).
+		errs = append(errs, field.TooLong(field.NewPath("metadata", "name"), m.Name, limit))
+	}
+	if err := invalidExp("RedfishMaintenance", m.Name, errs); err != nil {
 		return nil, err
 	}
 	var warnings admission.Warnings

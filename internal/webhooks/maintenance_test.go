@@ -112,3 +112,16 @@ func TestUnchangedTasksAreNotCheckedAgain(t *testing.T) {
 		t.Errorf("changed tasks are checked: %v", err)
 	}
 }
+
+// A maintenance's power hold is a reboot request named maintenance/<name>, at most 253
+// characters: a longer name is refused at creation instead of never holding the host.
+func TestAMaintenanceNameFitsItsRebootRequest(t *testing.T) {
+	for n, ok := range map[int]bool{241: true, 242: false} {
+		m := &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("m", n)},
+			Spec: expv1.RedfishMaintenanceSpec{HostName: "h", Reason: "r", Requestor: "q"}}
+		_, err := (&Maintenance{}).ValidateCreate(t.Context(), m)
+		if (err == nil) != ok || (err != nil && !strings.Contains(err.Error(), "metadata.name: Too long")) {
+			t.Errorf("name of %d characters: %v", n, err)
+		}
+	}
+}
