@@ -36,6 +36,7 @@ func run() error {
 	fs.DurationVar(&o.EraseDuration, "erase-time", 0, "How long a simulated drive erase takes (default 250ms).")
 	fs.IntVar(&o.MaxSurge, "max-surge", 0, "maxSurge of the rolling update (default 10% of --hosts, at least 1).")
 	fs.DurationVar(&o.Idle, "idle", 0, "How long the idle phase watches the settled fleet (default 2m).")
+	fs.BoolVar(&o.SkipRollout, "skip-rollout", false, "Leave the rolling update out (at N = 1000 it takes most of an hour): idle and maintenance run on the Machines provisioning made.")
 	fs.DurationVar(&o.TaskTime, "task-time", 0, "How long each maintenance's task takes once its host is held off (default 10s).")
 	fs.IntVar(&o.Concurrency, "concurrency", 0, "The manager's --concurrency (default: its own, 50).")
 	fs.Float64Var(&qps, "kube-api-qps", 0, "The manager's --kube-api-qps (default: its own, 200).")

@@ -145,14 +145,14 @@ const (
 )
 
 // TaskPhase is the part of a step a running task is in.
-// +kubebuilder:validation:Enum=Checking;Flashing;Staging;Applying;Verifying
+// +kubebuilder:validation:Enum=Checking;Flashing;Applying;Verifying
 type TaskPhase string
 
 // Task phases, in order.
+// A BIOS-settings task stages its attributes while Checking.
 const (
 	PhaseChecking TaskPhase = "Checking"
 	PhaseFlashing TaskPhase = "Flashing"
-	PhaseStaging  TaskPhase = "Staging"
 	// PhaseApplying: a RedfishJob boots the host into its BIOS setup (POST writes what was
 	// staged) and powers it off again.
 	PhaseApplying  TaskPhase = "Applying"

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -161,6 +162,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 			return r.all(ctx, o.GetNamespace())
 		})).
 		Owns(&infrav1.RedfishJob{}).
+		// The budget moved: the maintenance that goes next is woken (wake.go).
+		Watches(&expv1.RedfishMaintenance{}, r.wakeNextInLine(), builder.WithPredicates(stageChanged)).
+		Watches(&infrav1.RedfishHost{}, r.wakeNextInLine(), builder.WithPredicates(readyChanged)).
+		Watches(&clusterv1.Machine{}, r.wakeNextInLine(), builder.WithPredicates(runningChanged)).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -386,9 +391,13 @@ func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, hos
 		r.waiting(m, NotReplaceableReason, "Machine %s belongs to no MachineSet or control plane: deleting it would not replace it. Move its workload and delete it yourself; the maintenance then proceeds", machine.Name)
 		return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, nil
 	}
-	r.gate.Lock()
-	defer r.gate.Unlock()
+	// The cache's answer needs no lock (a "no" from it only waits); the decision, from the API
+	// server, is taken under the lock.
 	for _, reader := range []client.Reader{r.Client, r.APIReader} {
+		if reader == r.APIReader {
+			r.gate.Lock()
+			defer r.gate.Unlock()
+		}
 		ok, reason, msg, after, err := r.gateOpen(ctx, reader, m, host, machine)
 		if err != nil {
 			return ctrl.Result{}, err

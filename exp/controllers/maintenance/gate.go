@@ -310,8 +310,11 @@ func (r *Reconciler) gateOpen(ctx context.Context, reader client.Reader, m *expv
 		if ok, why := b.allows(!conditions.IsTrue(host, infrav1.ReadyCondition), hostHeld); !ok {
 			return false, WaitingForBudgetReason, fmt.Sprintf("RedfishMaintenancePolicy %s: %s", p.Name, why), r.PollInterval, nil
 		}
-		if first := firstWaiting(f.ms, names); !hostHeld && first != nil && first.Name != m.Name {
-			return false, WaitingForBudgetReason, fmt.Sprintf("RedfishMaintenancePolicy %s: maintenance %s (priority %d) goes first", p.Name, first.Name, first.Spec.Priority), r.PollInterval, nil
+		// The budget's room goes to the maintenances first in line: as many start at once as it
+		// has places (the first may always try: its host may cost the budget nothing).
+		if line := inLine(f.ms, names); !hostHeld && position(line, m.Name) >= b.room() {
+			return false, WaitingForBudgetReason, fmt.Sprintf("RedfishMaintenancePolicy %s: %d maintenances ahead in line (first: %s, priority %d), room for %d",
+				p.Name, position(line, m.Name), line[0].Name, line[0].Spec.Priority, b.room()), r.PollInterval, nil
 		}
 	}
 	if !governed {
@@ -376,7 +379,7 @@ func (r *Reconciler) machineDeploymentAllows(ctx context.Context, reader client.
 	}
 	running, targetRunning := map[string]bool{}, false
 	for _, o := range machines.Items {
-		if o.DeletionTimestamp.IsZero() && o.Status.Phase == string(clusterv1.MachinePhaseRunning) && o.Status.NodeRef.IsDefined() {
+		if countsRunning(&o) {
 			running[string(o.UID)] = true
 			targetRunning = targetRunning || o.UID == machine.UID
 		}
@@ -404,16 +407,36 @@ func (r *Reconciler) machineDeploymentAllows(ctx context.Context, reader client.
 	return true, "", "", 0, nil
 }
 
-// firstWaiting is the approved maintenance of those hosts that starts first: highest priority,
-// then oldest, then by name.
-func firstWaiting(ms []expv1.RedfishMaintenance, hosts []string) *expv1.RedfishMaintenance {
+// room is how many more hosts the budget lets go into maintenance now; at least 1, for the first
+// in line to try (a host that is already unavailable costs nothing).
+func (b budget) room() int {
+	n := b.maxUnavailable - b.unavailable
+	if b.maxParallel >= 0 {
+		n = min(n, b.maxParallel-b.inMaintenance)
+	}
+	return max(n, 1)
+}
+
+// position is where the maintenance named stands in line, len(line) when not in it.
+func position(line []*expv1.RedfishMaintenance, name string) int {
+	for i, m := range line {
+		if m.Name == name {
+			return i
+		}
+	}
+	return len(line)
+}
+
+// inLine lists the approved maintenances of those hosts that wait for the budget, in the order they
+// start: highest priority, then oldest, then by name.
+func inLine(ms []expv1.RedfishMaintenance, hosts []string) []*expv1.RedfishMaintenance {
+	of := make(map[string]bool, len(hosts))
+	for _, h := range hosts {
+		of[h] = true
+	}
 	var waiting []*expv1.RedfishMaintenance
 	for i := range ms {
-		// Only those held back by the budget: one waiting for its window or a rollout does not
-		// hold the others up.
-		reason := conditions.GetReason(&ms[i], infrav1.ReadyCondition)
-		if ms[i].Status.Stage == expv1.StageApproved && ms[i].DeletionTimestamp.IsZero() && slices.Contains(hosts, ms[i].Spec.HostName) &&
-			(reason == "" || reason == WaitingForBudgetReason) {
+		if waitsForBudget(&ms[i]) && of[ms[i].Spec.HostName] {
 			waiting = append(waiting, &ms[i])
 		}
 	}
@@ -427,10 +450,14 @@ func firstWaiting(ms []expv1.RedfishMaintenance, hosts []string) *expv1.RedfishM
 		}
 		return a.Name < b.Name
 	})
-	if len(waiting) == 0 {
-		return nil
-	}
-	return waiting[0]
+	return waiting
+}
+
+// waitsForBudget says whether the maintenance is approved and waits for room in a budget: one
+// waiting for its window or a rollout does not hold the others up.
+func waitsForBudget(m *expv1.RedfishMaintenance) bool {
+	reason := conditions.GetReason(m, infrav1.ReadyCondition)
+	return m.Status.Stage == expv1.StageApproved && m.DeletionTimestamp.IsZero() && (reason == "" || reason == WaitingForBudgetReason)
 }
 
 func equalStrings(a, b *string) bool {

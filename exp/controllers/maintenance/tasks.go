@@ -288,7 +288,7 @@ func (r *Reconciler) runTasks(ctx context.Context, m *expv1.RedfishMaintenance, 
 			r.startAttempt(st, 1)
 			r.event(m, "TaskStarted", "tasks[%d] (%s) started", i, describeTask(t))
 		}
-		if st.Phase == expv1.PhaseChecking || st.Phase == expv1.PhaseStaging || st.Phase == "" {
+		if st.Phase == expv1.PhaseChecking || st.Phase == "" {
 			// One flash or BIOS-setup boot at a time per host, whatever maintenance asks.
 			if other, err := r.otherBusy(ctx, m); err != nil || other != "" {
 				if other != "" {
@@ -338,7 +338,7 @@ func (r *Reconciler) otherBusy(ctx context.Context, m *expv1.RedfishMaintenance)
 			continue // a maintenance that failed or ended runs nothing, whatever its tasks say
 		}
 		for _, st := range o.Status.Tasks {
-			if st.State == expv1.TaskRunning && st.Phase != expv1.PhaseChecking && st.Phase != expv1.PhaseStaging && st.Phase != "" {
+			if st.State == expv1.TaskRunning && st.Phase != expv1.PhaseChecking && st.Phase != "" {
 				return o.Name, nil
 			}
 		}
@@ -589,7 +589,7 @@ func (r *Reconciler) biosStep(ctx context.Context, m *expv1.RedfishMaintenance, 
 		return ctrl.Result{}, nil
 	}
 	switch st.Phase {
-	case expv1.PhaseChecking, "", expv1.PhaseStaging:
+	case expv1.PhaseChecking, "":
 		if drift := differing(ctx, c, attrs); drift != nil && len(drift) == 0 {
 			r.event(m, "Verified", "tasks[%d]: host %s already has the BIOS settings", i, host.Name)
 			r.taskSucceeded(m, i)

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -30,7 +31,7 @@ func (r *run) maintain(ctx context.Context) error {
 	m := min(100, r.o.Hosts)
 	maxU := max(1, m/10)
 	var hosts []string
-	tech := &technician{r: r, taskTime: r.o.TaskTime, since: map[string]time.Time{}}
+	tech := &technician{r: r, taskTime: r.o.TaskTime, since: map[string]time.Time{}, seen: map[string]*maintenanceTimes{}}
 	start := func(ctx context.Context) error {
 		machines := &clusterv1.MachineList{}
 		if err := r.cache.List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: mdName}); err != nil {
@@ -103,7 +104,7 @@ func (r *run) maintain(ctx context.Context) error {
 		if completed < m {
 			return false, nil
 		}
-		return r.rolledOut("workers-v2")(ctx)
+		return r.rolledOut(r.template)(ctx)
 	}
 	p, err := r.measure(techCtx, "maintenance", m, start, done, 20*time.Minute+time.Duration(m)*10*time.Second)
 	if err != nil {
@@ -111,6 +112,7 @@ func (r *run) maintain(ctx context.Context) error {
 	}
 	tech.mu.Lock()
 	p.Maintenance = &MaintenanceFigures{Hosts: m, MaxUnavailable: maxU, TaskSeconds: r.o.TaskTime.Seconds(), PeakInMaintenance: tech.peak}
+	tech.stages(p.Maintenance, maxU)
 	tech.mu.Unlock()
 	p.Split = ptr.To(r.tl.split(p.start, p.end, r.o.PowerLatency+r.o.BootTime))
 	waves := (m + maxU - 1) / maxU
@@ -126,6 +128,49 @@ type technician struct {
 	mu       sync.Mutex
 	since    map[string]time.Time // maintenance → when it was first seen held off
 	peak     int                  // most maintenances draining or in maintenance at once
+	seen     map[string]*maintenanceTimes
+}
+
+// maintenanceTimes are when the technician first saw a maintenance reach each stage.
+type maintenanceTimes struct {
+	draining, inMaintenance, heldOff, completeSent, completed time.Time
+}
+
+// stages splits each maintenance's life into the stretches the wave time is made of (the
+// technician looks every 100 ms, so each is known to within that).
+func (t *technician) stages(f *MaintenanceFigures, maxU int) {
+	var drain, held, done, draining []time.Duration
+	var starts, ends []time.Time
+	n := 0
+	for _, mt := range t.seen {
+		// Each stretch from the maintenances whose both ends were seen (a stage passed between
+		// two looks is not).
+		if !mt.draining.IsZero() && !mt.inMaintenance.IsZero() {
+			n++
+			drain = append(drain, mt.inMaintenance.Sub(mt.draining))
+		}
+		if !mt.inMaintenance.IsZero() && !mt.heldOff.IsZero() {
+			held = append(held, mt.heldOff.Sub(mt.inMaintenance))
+		}
+		if !mt.completeSent.IsZero() && !mt.completed.IsZero() {
+			done = append(done, mt.completed.Sub(mt.completeSent))
+		}
+		if s := cmp.Or(mt.draining, mt.inMaintenance); !s.IsZero() {
+			starts = append(starts, s)
+		}
+		if !mt.completed.IsZero() {
+			ends = append(ends, mt.completed)
+		}
+	}
+	// The (maxU+i)-th maintenance to start took the place the i-th to complete freed: the time
+	// between the two is the gate's reaction (the host back Ready, the next woken and confirmed
+	// from the API server) and any wait for the MachineDeployment's share.
+	slices.SortFunc(starts, time.Time.Compare)
+	slices.SortFunc(ends, time.Time.Compare)
+	for i := 0; i+maxU < len(starts) && i < len(ends); i++ {
+		draining = append(draining, starts[i+maxU].Sub(ends[i]))
+	}
+	f.Stages = &MaintenanceStages{Maintenances: n, Drain: summarize(drain), HeldOff: summarize(held), Complete: summarize(done), NextStart: summarize(draining)}
 }
 
 func (t *technician) run(ctx context.Context) {
@@ -140,6 +185,25 @@ func (t *technician) run(ctx context.Context) {
 			continue
 		}
 		out := 0
+		now := time.Now()
+		t.mu.Lock()
+		for i := range list.Items {
+			mt := &list.Items[i]
+			seen := t.seen[mt.Name]
+			if seen == nil {
+				seen = &maintenanceTimes{}
+				t.seen[mt.Name] = seen
+			}
+			switch mt.Status.Stage {
+			case expv1.StageCompleted:
+				setOnce(&seen.completed, now)
+			case expv1.StageInMaintenance:
+				setOnce(&seen.inMaintenance, now)
+			case expv1.StageDraining:
+				setOnce(&seen.draining, now)
+			}
+		}
+		t.mu.Unlock()
 		for i := range list.Items {
 			mt := &list.Items[i]
 			if mt.Status.Stage == expv1.StageDraining || mt.Status.Stage == expv1.StageInMaintenance {
@@ -157,6 +221,7 @@ func (t *technician) run(ctx context.Context) {
 			if !ok {
 				since = time.Now()
 				t.since[mt.Name] = since
+				setOnce(&t.seen[mt.Name].heldOff, since)
 			}
 			t.mu.Unlock()
 			if time.Since(since) < t.taskTime {
@@ -164,7 +229,11 @@ func (t *technician) run(ctx context.Context) {
 			}
 			patch := client.MergeFrom(mt.DeepCopy())
 			mt.Spec.Complete = true
-			_ = t.r.c.Patch(ctx, mt, patch) // a conflict: the next look tries again
+			if t.r.c.Patch(ctx, mt, patch) == nil { // an error: the next look tries again
+				t.mu.Lock()
+				setOnce(&t.seen[mt.Name].completeSent, time.Now())
+				t.mu.Unlock()
+			}
 		}
 		t.mu.Lock()
 		t.peak = max(t.peak, out)

@@ -101,6 +101,24 @@ type MaintenanceFigures struct {
 	TaskSeconds    float64 `json:"taskSeconds"`
 	// PeakInMaintenance is the most maintenances seen draining or in maintenance at once.
 	PeakInMaintenance int `json:"peakInMaintenance"`
+	// Stages split each maintenance's life (seconds, median / p95 / max).
+	Stages *MaintenanceStages `json:"stages,omitempty"`
+}
+
+// MaintenanceStages split a maintenance's life into what a wave is made of.
+type MaintenanceStages struct {
+	Maintenances int `json:"maintenances"`
+	// Drain: Draining → InMaintenance (CAPI drains and deletes the Machine, the host powers off,
+	// is erased and released).
+	Drain stat `json:"drain"`
+	// HeldOff: InMaintenance → the host seen held off (the technician starts the task).
+	HeldOff stat `json:"heldOff"`
+	// Complete: spec.complete set → Completed (the host handed back).
+	Complete stat `json:"complete"`
+	// NextStart: a maintenance Completed → the next one Draining in the place it freed (its host
+	// back Ready, the next woken and confirmed from the API server, and any wait for the
+	// MachineDeployment's share).
+	NextStart stat `json:"nextStart"`
 }
 
 // IdleFigures are the idle phase's rates.
@@ -152,10 +170,11 @@ func (r *Report) WriteTable(w io.Writer) {
 		if s := p.Split; s != nil {
 			fmt.Fprintf(w, "  per machine (%d), median / p95 / max seconds:\n", s.Machines)
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			for _, row := range []struct {
+			type row struct {
 				name string
 				s    stat
-			}{
+			}
+			rows := []row{
 				{"  CAPI: phase start → Machine created", s.Created},
 				{"  wait for a host (Machine created → host claimed)", s.WaitForHost},
 				{"  provider: host claimed → Node registered", s.Provider},
@@ -163,7 +182,16 @@ func (r *Report) WriteTable(w io.Writer) {
 				{"    host claimed → server powered on", s.PoweredOn},
 				{"  CAPI: Node registered → Machine Running", s.NodeToRunning},
 				{fmt.Sprintf("  old Machine deletion requested → gone (%d)", s.Deleted), s.Deletion},
-			} {
+			}
+			if s.DeletionSteps > 0 {
+				rows = append(rows,
+					row{fmt.Sprintf("    CAPI: → RedfishMachine deleted (drain) (%d)", s.DeletionSteps), s.ToInfraDeletion},
+					row{"    provider: → host asked to release", s.ToRelease},
+					row{"    provider: → server seen off", s.ToOff},
+					row{"    provider: → host erased and released", s.ToFree},
+					row{"    → Machine gone (provider: finalizer after a last host list; CAPI: Node deleted)", s.ToGone})
+			}
+			for _, row := range rows {
 				fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\n", row.name, row.s.Median, row.s.P95, row.s.Max)
 			}
 			_ = tw.Flush()
@@ -187,6 +215,22 @@ func (r *Report) WriteTable(w io.Writer) {
 		if mf := p.Maintenance; mf != nil {
 			fmt.Fprintf(w, "  maintenance: %d hosts, maxUnavailable %d, task %gs; at most %d draining or in maintenance at once\n",
 				mf.Hosts, mf.MaxUnavailable, mf.TaskSeconds, mf.PeakInMaintenance)
+			if st := mf.Stages; st != nil {
+				fmt.Fprintf(w, "  per maintenance (%d), median / p95 / max seconds:\n", st.Maintenances)
+				tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+				for _, row := range []struct {
+					name string
+					s    stat
+				}{
+					{"  Draining → InMaintenance (drain, Machine deleted, host off, erased, released)", st.Drain},
+					{"  InMaintenance → host seen held off (task starts)", st.HeldOff},
+					{"  spec.complete → Completed", st.Complete},
+					{"  a maintenance Completed → the next one Draining in its place (gate, MachineDeployment share)", st.NextStart},
+				} {
+					fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\n", row.name, row.s.Median, row.s.P95, row.s.Max)
+				}
+				_ = tw.Flush()
+			}
 		}
 		if f := p.Jobs; f != nil {
 			fmt.Fprintf(w, "  jobs: %d at --concurrency %d, %d failed, %d servers with a duplicated reset; %.1f Redfish requests per job; at most %d new sessions on one BMC; per job %.2f / %.2f / %.2f s (median / p95 / max, created → seen finished)\n",

@@ -24,16 +24,21 @@ type timeline struct {
 	mu       sync.Mutex
 	machines map[string]*machineTimes // by RedfishMachine name (= Machine name for MachineSets)
 	boots    map[string][]time.Time   // server ID → boots
+	holder   map[string]string        // host → the machine whose claim it last carried
 }
 
 type machineTimes struct {
 	created, claimed, node, running time.Time
 	deleting, gone                  time.Time
-	host                            string
+	// Between deleting and gone: CAPI deletes the RedfishMachine (infraDeleting), this provider
+	// asks the host to release it (release), the host reports the server off (off) and drops the
+	// claim (free).
+	infraDeleting, release, off, free time.Time
+	host                              string
 }
 
 func newTimeline() *timeline {
-	return &timeline{machines: map[string]*machineTimes{}, boots: map[string][]time.Time{}}
+	return &timeline{machines: map[string]*machineTimes{}, boots: map[string][]time.Time{}, holder: map[string]string{}}
 }
 
 func (t *timeline) machine(name string) *machineTimes {
@@ -76,17 +81,42 @@ func (t *timeline) watch(ctx context.Context, c cache.Cache, fleet *simulator.Fl
 				setOnce(&mt.deleting, now)
 			}
 		},
-		&infrav1.RedfishHost{}: func(obj any) {
-			h, ok := obj.(*infrav1.RedfishHost)
-			if !ok || h.Status.Claim == nil || h.Status.Claim.Consumer.Name == "" {
+		&infrav1.RedfishMachine{}: func(obj any) {
+			rm, ok := obj.(*infrav1.RedfishMachine)
+			if !ok || rm.DeletionTimestamp.IsZero() {
 				return
 			}
 			now := time.Now()
 			t.mu.Lock()
 			defer t.mu.Unlock()
-			mt := t.machine(h.Status.Claim.Consumer.Name)
+			setOnce(&t.machine(rm.Name).infraDeleting, now)
+		},
+		&infrav1.RedfishHost{}: func(obj any) {
+			h, ok := obj.(*infrav1.RedfishHost)
+			if !ok {
+				return
+			}
+			now := time.Now()
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			c := h.Status.Claim
+			if last := t.holder[h.Name]; last != "" && (c == nil || c.Consumer.Name != last) {
+				setOnce(&t.machine(last).free, now)
+				delete(t.holder, h.Name)
+			}
+			if c == nil || c.Consumer.Name == "" {
+				return
+			}
+			mt := t.machine(c.Consumer.Name)
+			t.holder[h.Name] = c.Consumer.Name
 			if mt.claimed.IsZero() {
 				mt.claimed, mt.host = now, h.Name
+			}
+			if c.Release {
+				setOnce(&mt.release, now)
+				if h.Status.PowerState == "Off" {
+					setOnce(&mt.off, now)
+				}
 			}
 		},
 		&corev1.Node{}: func(obj any) {
@@ -157,6 +187,18 @@ type split struct {
 	// gone (CAPI's drain and this provider's release: power off before the finalizer goes).
 	Deleted  int  `json:"deleted"`
 	Deletion stat `json:"deletion"`
+	// The deletion's steps, for the DeletionSteps Machines whose every step was seen:
+	// ToInfraDeletion, deletion requested → RedfishMachine deleted (CAPI: drain, volume detach,
+	// hooks); ToRelease → this provider asks the host to release it; ToOff → the host reports the
+	// server off; ToFree → the host drops the claim (erased, released); ToGone → the Machine is gone
+	// (this provider removing the RedfishMachine's finalizer after a last list of the hosts, CAPI
+	// deleting the Node and the Machine).
+	DeletionSteps   int  `json:"deletionSteps"`
+	ToInfraDeletion stat `json:"toInfraDeletion"`
+	ToRelease       stat `json:"toRelease"`
+	ToOff           stat `json:"toOff"`
+	ToFree          stat `json:"toFree"`
+	ToGone          stat `json:"toGone"`
 }
 
 // stat summarises durations in seconds.
@@ -178,11 +220,18 @@ func summarize(ds []time.Duration) stat {
 func (t *timeline) split(from, to time.Time, floorPerMachine time.Duration) split {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var created, wait, prov, over, boot, run, del []time.Duration
+	var created, wait, prov, over, boot, run, del, toInfra, toRelease, toOff, toFree, toGone []time.Duration
 	n := 0
 	for _, m := range t.machines {
 		if !m.deleting.Before(from) && m.deleting.Before(to) && !m.gone.IsZero() {
 			del = append(del, m.gone.Sub(m.deleting))
+			if !m.infraDeleting.IsZero() && !m.release.IsZero() && !m.off.IsZero() && !m.free.IsZero() {
+				toInfra = append(toInfra, m.infraDeleting.Sub(m.deleting))
+				toRelease = append(toRelease, m.release.Sub(m.infraDeleting))
+				toOff = append(toOff, m.off.Sub(m.release))
+				toFree = append(toFree, m.free.Sub(m.off))
+				toGone = append(toGone, m.gone.Sub(m.free))
+			}
 		}
 		if m.created.Before(from) || !m.created.Before(to) || m.claimed.IsZero() || m.node.IsZero() || m.running.IsZero() {
 			continue
@@ -201,5 +250,6 @@ func (t *timeline) split(from, to time.Time, floorPerMachine time.Duration) spli
 		run = append(run, m.running.Sub(m.node))
 	}
 	return split{Machines: n, Created: summarize(created), WaitForHost: summarize(wait), Provider: summarize(prov), ProviderOverhead: summarize(over),
-		PoweredOn: summarize(boot), NodeToRunning: summarize(run), Deleted: len(del), Deletion: summarize(del)}
+		PoweredOn: summarize(boot), NodeToRunning: summarize(run), Deleted: len(del), Deletion: summarize(del),
+		DeletionSteps: len(toInfra), ToInfraDeletion: summarize(toInfra), ToRelease: summarize(toRelease), ToOff: summarize(toOff), ToFree: summarize(toFree), ToGone: summarize(toGone)}
 }

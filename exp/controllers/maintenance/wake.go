@@ -1,0 +1,125 @@
+package maintenance
+
+import (
+	"context"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+)
+
+// A maintenance waiting for the budget is woken when the budget may have moved, not only by its
+// poll: when another maintenance changes stage or goes (it spent or freed a place), when a host
+// becomes Ready or stops being so (policies count hosts that are not Ready), and when a Machine
+// starts or stops running (the MachineDeployment's share). Only the maintenances first in line in
+// each policy, as many as its budget has room for, are woken (the others would wait for them
+// anyway); each that passes the gate changes stage, which wakes the next, so a freed wave fills at
+// once instead of one maintenance per poll interval.
+
+// stageChanged passes maintenances that left the line or a stage that holds a host (they spent
+// or freed a place; one that joins the line is reconciled itself), that are being deleted, or
+// that went.
+var stageChanged = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		before, ok1 := e.ObjectOld.(*expv1.RedfishMaintenance)
+		after, ok2 := e.ObjectNew.(*expv1.RedfishMaintenance)
+		return !ok1 || !ok2 || (before.Status.Stage != after.Status.Stage && before.Status.Stage.Holds()) ||
+			before.DeletionTimestamp.IsZero() != after.DeletionTimestamp.IsZero()
+	},
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// readyChanged passes hosts whose Ready condition changed, and hosts that went.
+var readyChanged = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		before, ok1 := e.ObjectOld.(*infrav1.RedfishHost)
+		after, ok2 := e.ObjectNew.(*infrav1.RedfishHost)
+		return !ok1 || !ok2 || conditions.IsTrue(before, infrav1.ReadyCondition) != conditions.IsTrue(after, infrav1.ReadyCondition)
+	},
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// runningChanged passes Machines that started or stopped counting as available to the gate
+// (Running with a Node, not being deleted), and Machines that went.
+var runningChanged = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		before, ok1 := e.ObjectOld.(*clusterv1.Machine)
+		after, ok2 := e.ObjectNew.(*clusterv1.Machine)
+		return !ok1 || !ok2 || countsRunning(before) != countsRunning(after)
+	},
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+func countsRunning(m *clusterv1.Machine) bool {
+	return m.DeletionTimestamp.IsZero() && m.Status.Phase == string(clusterv1.MachinePhaseRunning) && m.Status.NodeRef.IsDefined()
+}
+
+// wakeNextInLine maps any object to the maintenances of its namespace that go next.
+func (r *Reconciler) wakeNextInLine() handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		return r.nextInLine(ctx, o.GetNamespace())
+	})
+}
+
+// nextInLine lists, from the cache, the maintenances each policy starts next (as many as its budget
+// has room for), and the first of those no policy governs; nothing when none waits for the budget.
+func (r *Reconciler) nextInLine(ctx context.Context, namespace string) []reconcile.Request {
+	ms := &expv1.RedfishMaintenanceList{}
+	// Read only, on every event that may move a budget: the cache's own objects, not copies.
+	if err := r.Client.List(ctx, ms, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	if !slices.ContainsFunc(ms.Items, func(m expv1.RedfishMaintenance) bool { return waitsForBudget(&m) }) {
+		return nil
+	}
+	policies := &expv1.RedfishMaintenancePolicyList{}
+	if err := r.Client.List(ctx, policies, client.InNamespace(namespace)); err != nil {
+		return nil
+	}
+	f, err := listFleet(ctx, r.Client, namespace, policies.Items)
+	if err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	add := func(m *expv1.RedfishMaintenance) {
+		if req := (reconcile.Request{NamespacedName: types.NamespacedName{Namespace: m.Namespace, Name: m.Name}}); !slices.Contains(out, req) {
+			out = append(out, req)
+		}
+	}
+	governed := map[string]bool{}
+	for i := range policies.Items {
+		b, names, err := budgetOf(&policies.Items[i], f, "")
+		if err != nil {
+			continue
+		}
+		for _, n := range names {
+			governed[n] = true
+		}
+		line := inLine(f.ms, names)
+		for _, m := range line[:min(len(line), b.room())] {
+			add(m)
+		}
+	}
+	var free []string
+	for _, m := range f.ms {
+		if !governed[m.Spec.HostName] {
+			free = append(free, m.Spec.HostName)
+		}
+	}
+	if line := inLine(f.ms, free); len(line) > 0 {
+		add(line[0])
+	}
+	return out
+}
