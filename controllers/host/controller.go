@@ -78,9 +78,12 @@ type Reconciler struct {
 	// of the pool, waiting for its machine to be recreated and claim it back. Default 2m.
 	RestoreGracePeriod time.Duration
 
-	// transitions counts, per host, the reconciles that found the power in transition: the
-	// next look comes after firstLook doubled that many times (at most maxTransitionBackoff).
-	transitions sync.Map // types.NamespacedName -> int
+	// transitions remembers, per host, when the power transition being followed started (the
+	// last reset sent, or the first round that found the power in transition): the looks fall at
+	// firstLook, 3, 7, 15 … firstLooks after it (at most maxTransitionBackoff apart).
+	transitions sync.Map // types.NamespacedName -> time.Time
+	// clock is the time (tests move it); default time.Now.
+	clock       func() time.Time
 	lastReset   sync.Map // types.NamespacedName -> sentReset
 	secretsOnce sync.Once
 	secretRead  *secretReader
@@ -473,7 +476,7 @@ func (r *Reconciler) clusterPaused(ctx context.Context, namespace, name string) 
 }
 
 // followTransition re-reads a power state in transition (PoweringOn, PoweringOff, or a power
-// action just sent) until it settles, backing off from PollInterval, instead of reporting a stale
+// action just sent) until it settles, backing off from firstLook, instead of reporting a stale
 // state for a whole CheckInterval.
 func (r *Reconciler) followTransition(key types.NamespacedName, s *scope, res ctrl.Result) ctrl.Result {
 	if s.bmc == nil {
@@ -483,13 +486,21 @@ func (r *Reconciler) followTransition(key types.NamespacedName, s *scope, res ct
 		r.transitions.Delete(key)
 		return res
 	}
-	n := 0
+	now := r.now()
+	start := now
 	if v, ok := r.transitions.Load(key); ok {
-		n = v.(int)
+		start = v.(time.Time)
+	} else {
+		r.transitions.Store(key, start)
 	}
-	r.transitions.Store(key, n+1)
-	wait := r.firstLook() << min(n, 10)
-	wait = min(wait, maxTransitionBackoff)
+	// The next look on the schedule, counted from the start, not from this round: a round that
+	// runs early (its own status write wakes it, and the queue then drops the look that was
+	// pending) does not push the next look further out.
+	elapsed, next := now.Sub(start).Truncate(time.Millisecond), r.firstLook()
+	for next <= elapsed && next < time.Hour {
+		next = 2*next + r.firstLook()
+	}
+	wait := min(max(next-elapsed, time.Millisecond), maxTransitionBackoff)
 	if res.RequeueAfter == 0 || res.RequeueAfter > wait {
 		res.RequeueAfter = wait
 	}
@@ -643,8 +654,19 @@ func (r *Reconciler) reset(ctx context.Context, s *scope, t bmc.ResetType) error
 	err := s.bmc.Reset(ctx, t)
 	if err == nil {
 		r.lastReset.Store(key, sentReset{t: t, at: time.Now()})
+		r.transitionStarted(key)
 	}
 	return err
+}
+
+// transitionStarted starts the schedule of looks at a power transition (see followTransition).
+func (r *Reconciler) transitionStarted(key types.NamespacedName) { r.transitions.Store(key, r.now()) }
+
+func (r *Reconciler) now() time.Time {
+	if r.clock != nil {
+		return r.clock()
+	}
+	return time.Now()
 }
 
 // sentReset is the last reset a host's BMC accepted.

@@ -681,3 +681,48 @@ func TestAHostWaitsForARunningJob(t *testing.T) {
 		t.Fatalf("after the job: %v, BMC calls %v; want provisioning to go on", err, f.calls)
 	}
 }
+
+// A power transition is read at fixed points after the action (firstLook, then 3, 7, 15 …
+// firstLooks), whatever other rounds run in between: a round its own status write triggers
+// early (the queue then drops the pending look) must not push the next look further out.
+func TestATransitionIsReadOnScheduleWhateverRoundsRunInBetween(t *testing.T) {
+	start := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	now := start
+	r := &Reconciler{PollInterval: 2 * time.Second, clock: func() time.Time { return now }}
+	key := types.NamespacedName{Namespace: "ns", Name: "h"}
+	round := func(at time.Duration, acted bool, power bmc.PowerState) time.Duration {
+		now = start.Add(at)
+		// The handler asks for its resync (a minute): the look at the transition comes sooner.
+		return r.followTransition(key, &scope{bmc: &fakeBMC{}, acted: acted, power: power}, ctrl.Result{RequeueAfter: time.Minute}).RequeueAfter
+	}
+	r.transitionStarted(key) // the reset was sent at start
+	for _, c := range []struct {
+		at     time.Duration
+		acted  bool
+		power  bmc.PowerState
+		wantAt time.Duration // when the next look is due, from start
+	}{
+		{0, true, bmc.PowerOn, 500 * time.Millisecond},
+		{500 * time.Millisecond, true, bmc.PowerPoweringOff, 1500 * time.Millisecond},
+		// The round the status write (PoweringOff) triggered at once: same next look.
+		{550 * time.Millisecond, true, bmc.PowerPoweringOff, 1500 * time.Millisecond},
+		{1500 * time.Millisecond, false, bmc.PowerPoweringOff, 3500 * time.Millisecond},
+		{3500 * time.Millisecond, false, bmc.PowerPoweringOff, 7500 * time.Millisecond},
+	} {
+		if got := round(c.at, c.acted, c.power); c.at+got != c.wantAt {
+			t.Errorf("round at %s: next look at %s, want %s", c.at, c.at+got, c.wantAt)
+		}
+	}
+	// Settled: the schedule is forgotten, and the next action starts a new one.
+	if got := round(4*time.Second, false, bmc.PowerOff); got != time.Minute {
+		t.Errorf("settled: requeue %s, want the handler's minute", got)
+	}
+	r.transitionStarted(key)
+	if got := round(5*time.Second, true, bmc.PowerOff); got != 500*time.Millisecond {
+		t.Errorf("a new action: first look after %s, want 500ms", got)
+	}
+	// Long transitions are read at most every maxTransitionBackoff.
+	if got := round(10*time.Minute, false, bmc.PowerPoweringOn); got > maxTransitionBackoff {
+		t.Errorf("after 10 minutes: next look in %s, more than %s", got, maxTransitionBackoff)
+	}
+}

@@ -308,20 +308,20 @@ func (r *Reconciler) gateOpen(ctx context.Context, reader client.Reader, m *expv
 				min(max(next.Sub(now), time.Second), 10*r.PollInterval), nil
 		}
 		if ok, why := b.allows(!conditions.IsTrue(host, infrav1.ReadyCondition), hostHeld); !ok {
-			return false, WaitingForBudgetReason, fmt.Sprintf("RedfishMaintenancePolicy %s: %s", p.Name, why), r.PollInterval, nil
+			return false, WaitingForBudgetReason, fmt.Sprintf("RedfishMaintenancePolicy %s: %s", p.Name, why), r.budgetRecheck(), nil
 		}
 		// The budget's room goes to the maintenances first in line: as many start at once as it
 		// has places (the first may always try: its host may cost the budget nothing).
 		if line := inLine(f.ms, names); !hostHeld && position(line, m.Name) >= b.room() {
 			return false, WaitingForBudgetReason, fmt.Sprintf("RedfishMaintenancePolicy %s: %d maintenances ahead in line (first: %s, priority %d), room for %d",
-				p.Name, position(line, m.Name), line[0].Name, line[0].Spec.Priority, b.room()), r.PollInterval, nil
+				p.Name, position(line, m.Name), line[0].Name, line[0].Spec.Priority, b.room()), r.budgetRecheck(), nil
 		}
 	}
 	if !governed {
 		// No policy selects the host: one such maintenance at a time in the namespace.
 		for _, o := range f.ms {
 			if o.Name != m.Name && o.Spec.HostName != host.Name && (o.Status.Stage == expv1.StageDraining || o.Status.Stage == expv1.StageInMaintenance) && !r.governed(policies.Items, f, o.Spec.HostName) {
-				return false, WaitingForBudgetReason, fmt.Sprintf("No RedfishMaintenancePolicy selects host %s: one such maintenance at a time, and %s is under way", host.Name, o.Name), r.PollInterval, nil
+				return false, WaitingForBudgetReason, fmt.Sprintf("No RedfishMaintenancePolicy selects host %s: one such maintenance at a time, and %s is under way", host.Name, o.Name), r.budgetRecheck(), nil
 			}
 		}
 	}
@@ -402,10 +402,16 @@ func (r *Reconciler) machineDeploymentAllows(ctx context.Context, reader client.
 	}
 	if unavailable+extra > limit {
 		return false, WaitingForBudgetReason, fmt.Sprintf("%s has %d of %d replicas unavailable (or being replaced); taking Machine %s would exceed maxUnavailable %d",
-			name, unavailable, replicas, machine.Name, limit), r.PollInterval, nil
+			name, unavailable, replicas, machine.Name, limit), r.budgetRecheck(), nil
 	}
 	return true, "", "", 0, nil
 }
+
+// budgetRecheck is how often a maintenance waiting for a budget looks again by itself: only a
+// safety net, for what the watches do not report (a host relabelled into a policy, a
+// MachineDeployment resized); what moves a budget wakes it at once (wake.go). At fleet scale every
+// waiting maintenance's look costs a pass over the namespace's hosts, maintenances and Machines.
+func (r *Reconciler) budgetRecheck() time.Duration { return 10 * r.PollInterval }
 
 // room is how many more hosts the budget lets go into maintenance now; at least 1, for the first
 // in line to try (a host that is already unavailable costs nothing).

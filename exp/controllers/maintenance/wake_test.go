@@ -157,13 +157,17 @@ func TestTheFirstInLineStartAsManyAtOnceAsTheBudgetHasRoomFor(t *testing.T) {
 			if m.Status.Stage != expv1.StageApproved {
 				continue
 			}
-			ok, _, msg, _, err := r.gateOpen(ctx, c, m, hosts[name], nil)
+			ok, _, msg, after, err := r.gateOpen(ctx, c, m, hosts[name], nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			out[m.Name] = ok
 			if !ok && msg == "" {
 				t.Errorf("%s waits without a reason", m.Name)
+			}
+			// Woken when the budget moves: its own look is only a safety net.
+			if !ok && after != 10*r.PollInterval {
+				t.Errorf("%s looks again after %s, want the safety net's %s", m.Name, after, 10*r.PollInterval)
 			}
 		}
 		return out
