@@ -78,10 +78,10 @@ type Reconciler struct {
 	// of the pool, waiting for its machine to be recreated and claim it back. Default 2m.
 	RestoreGracePeriod time.Duration
 
-	// transitions remembers, per host, when the power transition being followed started (the
-	// last reset sent, or the first round that found the power in transition): the looks fall at
-	// firstLook, 3, 7, 15 … firstLooks after it (at most maxTransitionBackoff apart).
-	transitions sync.Map // types.NamespacedName -> time.Time
+	// transitions remembers, per host, the power transition being followed: when it started (the
+	// reset sent, or the first round that found the power in transition); the looks fall at
+	// firstLook, 3, 7, 15 … firstLooks after it, then every maxTransitionBackoff.
+	transitions sync.Map // types.NamespacedName -> followed
 	// clock is the time (tests move it); default time.Now.
 	clock       func() time.Time
 	lastReset   sync.Map // types.NamespacedName -> sentReset
@@ -487,20 +487,10 @@ func (r *Reconciler) followTransition(key types.NamespacedName, s *scope, res ct
 		return res
 	}
 	now := r.now()
-	start := now
-	if v, ok := r.transitions.Load(key); ok {
-		start = v.(time.Time)
-	} else {
-		r.transitions.Store(key, start)
-	}
-	// The next look on the schedule, counted from the start, not from this round: a round that
-	// runs early (its own status write wakes it, and the queue then drops the look that was
-	// pending) does not push the next look further out.
-	elapsed, next := now.Sub(start).Truncate(time.Millisecond), r.firstLook()
-	for next <= elapsed && next < time.Hour {
-		next = 2*next + r.firstLook()
-	}
-	wait := min(max(next-elapsed, time.Millisecond), maxTransitionBackoff)
+	t := r.transition(key, s.host, "", now)
+	t.last = now
+	r.transitions.Store(key, t)
+	wait := lookAfter(now.Sub(t.start), r.firstLook())
 	if res.RequeueAfter == 0 || res.RequeueAfter > wait {
 		res.RequeueAfter = wait
 	}
@@ -646,21 +636,60 @@ func (r *Reconciler) reset(ctx context.Context, s *scope, t bmc.ResetType) error
 	// reset is not sent again within PollInterval of the last one; the host only reads the state.
 	key := client.ObjectKeyFromObject(s.host)
 	if v, ok := r.lastReset.Load(key); ok {
-		if last := v.(sentReset); last.t == t && time.Since(last.at) < r.PollInterval {
+		if last := v.(sentReset); last.t == t && r.now().Sub(last.at) < r.PollInterval {
 			return nil
 		}
 	}
 	metrics.PowerOperations.WithLabelValues(s.host.Namespace, s.host.Name, string(t)).Inc()
 	err := s.bmc.Reset(ctx, t)
 	if err == nil {
-		r.lastReset.Store(key, sentReset{t: t, at: time.Now()})
-		r.transitionStarted(key)
+		r.lastReset.Store(key, sentReset{t: t, at: r.now()})
+		r.transitionStarted(key, s.host, t)
 	}
 	return err
 }
 
-// transitionStarted starts the schedule of looks at a power transition (see followTransition).
-func (r *Reconciler) transitionStarted(key types.NamespacedName) { r.transitions.Store(key, r.now()) }
+// followed is a power transition the host controller follows (see followTransition).
+type followed struct {
+	uid         types.UID
+	reset       bmc.ResetType // the last reset sent; "" when none was (found in transition)
+	start, last time.Time     // the schedule's start; the last look
+}
+
+// transition is the transition of h being followed at now, or a new one starting now: a new reset
+// type starts a new schedule (the same reset sent again continues its own), as does another host
+// of the same name, or a schedule nobody looked at for longer than two maxTransitionBackoffs
+// (rounds that return early, such as a paused host or a running RedfishJob, leave it behind).
+func (r *Reconciler) transition(key types.NamespacedName, h *infrav1.RedfishHost, sent bmc.ResetType, now time.Time) followed {
+	if v, ok := r.transitions.Load(key); ok {
+		t := v.(followed)
+		if t.uid == h.UID && (sent == "" || sent == t.reset) && now.Sub(t.last) <= 2*maxTransitionBackoff {
+			return t
+		}
+	}
+	return followed{uid: h.UID, reset: sent, start: now, last: now}
+}
+
+// transitionStarted records a reset just sent: a new schedule of looks, unless the same reset
+// was sent again while its transition is still followed.
+func (r *Reconciler) transitionStarted(key types.NamespacedName, h *infrav1.RedfishHost, t bmc.ResetType) {
+	r.transitions.Store(key, r.transition(key, h, t, r.now()))
+}
+
+// lookAfter is how long after elapsed (since the transition's start) the next look falls: the
+// looks are at firstLook, 3, 7, 15 … firstLooks, then every maxTransitionBackoff.
+func lookAfter(elapsed, firstLook time.Duration) time.Duration {
+	elapsed = elapsed.Truncate(time.Millisecond)
+	next, gap := max(firstLook, time.Millisecond), max(2*firstLook, time.Millisecond)
+	for next <= elapsed && gap < maxTransitionBackoff {
+		next, gap = next+gap, 2*gap
+	}
+	if next <= elapsed {
+		// Past the doubling: every maxTransitionBackoff from the last doubled look.
+		next += ((elapsed-next)/maxTransitionBackoff + 1) * maxTransitionBackoff
+	}
+	return min(next-elapsed, maxTransitionBackoff)
+}
 
 func (r *Reconciler) now() time.Time {
 	if r.clock != nil {

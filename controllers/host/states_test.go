@@ -683,46 +683,74 @@ func TestAHostWaitsForARunningJob(t *testing.T) {
 }
 
 // A power transition is read at fixed points after the action (firstLook, then 3, 7, 15 …
-// firstLooks), whatever other rounds run in between: a round its own status write triggers
-// early (the queue then drops the pending look) must not push the next look further out.
+// firstLooks, then every maxTransitionBackoff), whatever other rounds run in between: a round its
+// own status write triggers early (the queue then drops the pending look) must not push the next
+// look further out, and the same reset sent again (a BMC slow to leave PoweringOff) must not
+// start the schedule over.
 func TestATransitionIsReadOnScheduleWhateverRoundsRunInBetween(t *testing.T) {
 	start := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
 	now := start
 	r := &Reconciler{PollInterval: 2 * time.Second, clock: func() time.Time { return now }}
+	h := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h", UID: "u1"}}
 	key := types.NamespacedName{Namespace: "ns", Name: "h"}
-	round := func(at time.Duration, acted bool, power bmc.PowerState) time.Duration {
+	fake := &fakeBMC{}
+	// One round: the handler sends reset (if any) and asks for its resync (a minute); the look
+	// at the transition comes sooner.
+	round := func(at time.Duration, reset bmc.ResetType, power bmc.PowerState) time.Duration {
 		now = start.Add(at)
-		// The handler asks for its resync (a minute): the look at the transition comes sooner.
-		return r.followTransition(key, &scope{bmc: &fakeBMC{}, acted: acted, power: power}, ctrl.Result{RequeueAfter: time.Minute}).RequeueAfter
+		s := &scope{host: h, bmc: fake, power: power}
+		if reset != "" {
+			if err := r.reset(context.Background(), s, reset); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return r.followTransition(key, s, ctrl.Result{RequeueAfter: time.Minute}).RequeueAfter
 	}
-	r.transitionStarted(key) // the reset was sent at start
 	for _, c := range []struct {
 		at     time.Duration
-		acted  bool
+		reset  bmc.ResetType
 		power  bmc.PowerState
 		wantAt time.Duration // when the next look is due, from start
 	}{
-		{0, true, bmc.PowerOn, 500 * time.Millisecond},
-		{500 * time.Millisecond, true, bmc.PowerPoweringOff, 1500 * time.Millisecond},
+		{0, bmc.ResetForceOff, bmc.PowerOn, 500 * time.Millisecond},
+		{500 * time.Millisecond, bmc.ResetForceOff, bmc.PowerPoweringOff, 1500 * time.Millisecond}, // the repeat is not sent (guard)
 		// The round the status write (PoweringOff) triggered at once: same next look.
-		{550 * time.Millisecond, true, bmc.PowerPoweringOff, 1500 * time.Millisecond},
-		{1500 * time.Millisecond, false, bmc.PowerPoweringOff, 3500 * time.Millisecond},
-		{3500 * time.Millisecond, false, bmc.PowerPoweringOff, 7500 * time.Millisecond},
+		{550 * time.Millisecond, bmc.ResetForceOff, bmc.PowerPoweringOff, 1500 * time.Millisecond},
+		{1500 * time.Millisecond, "", bmc.PowerPoweringOff, 3500 * time.Millisecond},
+		// Sent again (past the guard): the schedule goes on.
+		{3500 * time.Millisecond, bmc.ResetForceOff, bmc.PowerPoweringOff, 7500 * time.Millisecond},
+		{7500 * time.Millisecond, "", bmc.PowerPoweringOff, 15500 * time.Millisecond},
+		{15500 * time.Millisecond, "", bmc.PowerPoweringOff, 31500 * time.Millisecond},
+		// Past the doubling: every maxTransitionBackoff.
+		{31500 * time.Millisecond, "", bmc.PowerPoweringOff, 61500 * time.Millisecond},
+		{61500 * time.Millisecond, "", bmc.PowerPoweringOff, 91500 * time.Millisecond},
 	} {
-		if got := round(c.at, c.acted, c.power); c.at+got != c.wantAt {
+		if got := round(c.at, c.reset, c.power); c.at+got != c.wantAt {
 			t.Errorf("round at %s: next look at %s, want %s", c.at, c.at+got, c.wantAt)
 		}
 	}
+	if n := strings.Count(strings.Join(fake.calls, " "), "Reset(ForceOff)"); n != 2 {
+		t.Errorf("%d ForceOffs sent, want 2 (the first, and the one past the guard): %v", n, fake.calls)
+	}
+	// A transition followed for hours is still read every maxTransitionBackoff, never sooner than
+	// a second.
+	for _, at := range []time.Duration{90 * time.Second, 2 * time.Hour, 2*time.Hour + 17*time.Second} {
+		now = start.Add(at)
+		r.transitions.Store(key, followed{uid: h.UID, reset: bmc.ResetForceOff, start: start, last: now})
+		if got := r.followTransition(key, &scope{host: h, bmc: fake, power: bmc.PowerPoweringOff}, ctrl.Result{RequeueAfter: time.Hour}).RequeueAfter; got < time.Second || got > maxTransitionBackoff {
+			t.Errorf("after %s: next look in %s, want between 1s and %s", at, got, maxTransitionBackoff)
+		}
+	}
 	// Settled: the schedule is forgotten, and the next action starts a new one.
-	if got := round(4*time.Second, false, bmc.PowerOff); got != time.Minute {
+	if got := round(3*time.Hour, "", bmc.PowerOff); got != time.Minute {
 		t.Errorf("settled: requeue %s, want the handler's minute", got)
 	}
-	r.transitionStarted(key)
-	if got := round(5*time.Second, true, bmc.PowerOff); got != 500*time.Millisecond {
+	if got := round(3*time.Hour+time.Second, bmc.ResetOn, bmc.PowerOff); got != 500*time.Millisecond {
 		t.Errorf("a new action: first look after %s, want 500ms", got)
 	}
-	// Long transitions are read at most every maxTransitionBackoff.
-	if got := round(10*time.Minute, false, bmc.PowerPoweringOn); got > maxTransitionBackoff {
-		t.Errorf("after 10 minutes: next look in %s, more than %s", got, maxTransitionBackoff)
+	// Another host of the same name does not inherit the schedule.
+	h.UID = "u2"
+	if got := round(3*time.Hour+3*time.Second, "", bmc.PowerPoweringOn); got != 500*time.Millisecond {
+		t.Errorf("a recreated host: first look after %s, want 500ms", got)
 	}
 }

@@ -166,6 +166,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		Watches(&expv1.RedfishMaintenance{}, r.wakeNextInLine(), builder.WithPredicates(stageChanged)).
 		Watches(&infrav1.RedfishHost{}, r.wakeNextInLine(), builder.WithPredicates(readyChanged)).
 		Watches(&clusterv1.Machine{}, r.wakeNextInLine(), builder.WithPredicates(runningChanged)).
+		Watches(&clusterv1.MachineDeployment{}, r.wakeNextInLine(), builder.WithPredicates(shareChanged)).
 		WithOptions(opts).
 		Complete(r)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -17,23 +18,26 @@ import (
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 )
 
-// A maintenance waiting for the budget is woken when the budget may have moved, not only by its
-// poll: when another maintenance changes stage or goes (it spent or freed a place), when a host
-// becomes Ready or stops being so (policies count hosts that are not Ready), and when a Machine
-// starts or stops running (the MachineDeployment's share). Only the maintenances first in line in
+// A maintenance waiting for the budget is woken when the budget may have moved: another
+// maintenance leaves a stage that holds a host, joins or leaves the line, changes priority or
+// goes; a host becomes Ready or stops being so (policies count hosts that are not Ready); a
+// Machine starts or stops running, or a MachineDeployment is resized or its rollout
+// maxUnavailable changes (the MachineDeployment's share). Only the maintenances first in line in
 // each policy, as many as its budget has room for, are woken (the others would wait for them
-// anyway); each that passes the gate changes stage, which wakes the next, so a freed wave fills at
-// once instead of one maintenance per poll interval.
+// anyway); each that passes the gate changes stage, which wakes the next, so a freed wave fills
+// at once. Its own look (budgetRecheck, every 10 poll intervals) is only a safety net, for what
+// no watch reports (a host relabelled into a policy, a new host in a percentage).
 
-// stageChanged passes maintenances that left the line or a stage that holds a host (they spent
-// or freed a place; one that joins the line is reconciled itself), that are being deleted, or
-// that went.
+// stageChanged passes maintenances that left a stage that holds a host (they spent or freed a
+// place), that joined or left the line or changed priority (the order moved), that are being
+// deleted, or that went.
 var stageChanged = predicate.Funcs{
 	CreateFunc: func(event.CreateEvent) bool { return false },
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		before, ok1 := e.ObjectOld.(*expv1.RedfishMaintenance)
 		after, ok2 := e.ObjectNew.(*expv1.RedfishMaintenance)
 		return !ok1 || !ok2 || (before.Status.Stage != after.Status.Stage && before.Status.Stage.Holds()) ||
+			waitsForBudget(before) != waitsForBudget(after) || before.Spec.Priority != after.Spec.Priority ||
 			before.DeletionTimestamp.IsZero() != after.DeletionTimestamp.IsZero()
 	},
 	GenericFunc: func(event.GenericEvent) bool { return false },
@@ -61,6 +65,22 @@ var runningChanged = predicate.Funcs{
 	},
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }
+
+// shareChanged passes MachineDeployments whose replicas or rollout maxUnavailable changed (the
+// MachineDeployment's share of a budget).
+var shareChanged = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		before, ok1 := e.ObjectOld.(*clusterv1.MachineDeployment)
+		after, ok2 := e.ObjectNew.(*clusterv1.MachineDeployment)
+		return !ok1 || !ok2 || !equalInts(before.Spec.Replicas, after.Spec.Replicas) ||
+			!equality.Semantic.DeepEqual(before.Spec.Rollout.Strategy.RollingUpdate.MaxUnavailable, after.Spec.Rollout.Strategy.RollingUpdate.MaxUnavailable)
+	},
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+func equalInts(a, b *int32) bool { return (a == nil && b == nil) || (a != nil && b != nil && *a == *b) }
 
 func countsRunning(m *clusterv1.Machine) bool {
 	return m.DeletionTimestamp.IsZero() && m.Status.Phase == string(clusterv1.MachinePhaseRunning) && m.Status.NodeRef.IsDefined()

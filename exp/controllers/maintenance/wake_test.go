@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -78,6 +79,20 @@ func TestOnlyChangesThatMoveABudgetWakeTheNextInLine(t *testing.T) {
 	announced.Status.Stage = expv1.StageAnnounced
 	approved := m.DeepCopy()
 	approved.Status.Stage = expv1.StageApproved
+	m0 := m.DeepCopy()
+	m0.Status.Stage = expv1.StagePending
+	reprioritised := approved.DeepCopy()
+	reprioritised.Spec.Priority = 5
+	rollingOut := approved.DeepCopy()
+	rollingOut.Status.Conditions = []metav1.Condition{{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: RolloutInProgressReason}}
+	md := &clusterv1.MachineDeployment{}
+	md.Spec.Replicas = ptr.To[int32](3)
+	resized := md.DeepCopy()
+	resized.Spec.Replicas = ptr.To[int32](4)
+	wider := md.DeepCopy()
+	wider.Spec.Rollout.Strategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(2))
+	relabelledMD := md.DeepCopy()
+	relabelledMD.Labels = map[string]string{"x": "y"}
 	deleting := m.DeepCopy()
 	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 
@@ -106,7 +121,13 @@ func TestOnlyChangesThatMoveABudgetWakeTheNextInLine(t *testing.T) {
 		{"maintenance completed", stageChanged, m, completed, true},
 		{"maintenance deleted", stageChanged, m, deleting, true},
 		{"maintenance relabelled", stageChanged, m, relabelled, false},
-		{"maintenance joined the line", stageChanged, announced, approved, false},
+		{"maintenance joined the line", stageChanged, announced, approved, true},
+		{"maintenance announced", stageChanged, m0, announced, false},
+		{"maintenance reprioritised", stageChanged, approved, reprioritised, true},
+		{"waiting maintenance left the line (its rollout began)", stageChanged, approved, rollingOut, true},
+		{"MachineDeployment resized", shareChanged, md, resized, true},
+		{"MachineDeployment rollout maxUnavailable raised", shareChanged, md, wider, true},
+		{"MachineDeployment relabelled", shareChanged, md, relabelledMD, false},
 		{"host became Ready", readyChanged, h, ready, true},
 		{"host stopped being Ready", readyChanged, ready, h, true},
 		{"host powered on", readyChanged, h, powered, false},
