@@ -394,8 +394,8 @@ func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, hos
 	}
 	// The cache's answer needs no lock (a "no" from it only waits); the decision, from the API
 	// server, is taken under the lock.
-	for _, reader := range []client.Reader{r.Client, r.APIReader} {
-		if reader == r.APIReader {
+	for i, reader := range []client.Reader{r.Client, r.APIReader} {
+		if i == 1 {
 			r.gate.Lock()
 			defer r.gate.Unlock()
 		}

@@ -111,8 +111,9 @@ type fleet struct {
 }
 
 // readOnly lists straight from the cache, without a copy of each object: what the gate lists is
-// only read (at N = 1000 a copy of every host, maintenance and Machine for each look of each
-// waiting maintenance cost most of the manager's CPU). The API server's reader ignores it.
+// only read (each look of each waiting maintenance copied every host, maintenance and Machine in
+// the namespace; at N = 1000 the maintenance phase used 792 CPU s). The API server's reader
+// ignores it.
 var readOnly = client.UnsafeDisableDeepCopy
 
 // listFleet reads a namespace's fleet with reader; the Clusters only when a policy selects them.
