@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -73,14 +74,12 @@ var shareChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		before, ok1 := e.ObjectOld.(*clusterv1.MachineDeployment)
 		after, ok2 := e.ObjectNew.(*clusterv1.MachineDeployment)
-		return !ok1 || !ok2 || !equalInts(before.Spec.Replicas, after.Spec.Replicas) ||
+		return !ok1 || !ok2 || !ptr.Equal(before.Spec.Replicas, after.Spec.Replicas) ||
 			!equality.Semantic.DeepEqual(before.Spec.Rollout.Strategy.RollingUpdate.MaxUnavailable, after.Spec.Rollout.Strategy.RollingUpdate.MaxUnavailable)
 	},
 	DeleteFunc:  func(event.DeleteEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }
-
-func equalInts(a, b *int32) bool { return (a == nil && b == nil) || (a != nil && b != nil && *a == *b) }
 
 func countsRunning(m *clusterv1.Machine) bool {
 	return m.DeletionTimestamp.IsZero() && m.Status.Phase == string(clusterv1.MachinePhaseRunning) && m.Status.NodeRef.IsDefined()

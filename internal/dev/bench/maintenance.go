@@ -31,7 +31,7 @@ func (r *run) maintain(ctx context.Context) error {
 	m := min(100, r.o.Hosts)
 	maxU := max(1, m/10)
 	var hosts []string
-	tech := &technician{r: r, taskTime: r.o.TaskTime, since: map[string]time.Time{}, seen: map[string]*maintenanceTimes{}}
+	tech := &technician{r: r, taskTime: r.o.TaskTime, seen: map[string]*maintenanceTimes{}}
 	start := func(ctx context.Context) error {
 		machines := &clusterv1.MachineList{}
 		if err := r.cache.List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: mdName}); err != nil {
@@ -126,8 +126,7 @@ type technician struct {
 	r        *run
 	taskTime time.Duration
 	mu       sync.Mutex
-	since    map[string]time.Time // maintenance → when it was first seen held off
-	peak     int                  // most maintenances draining or in maintenance at once
+	peak     int // most maintenances draining or in maintenance at once
 	seen     map[string]*maintenanceTimes
 }
 
@@ -217,12 +216,8 @@ func (t *technician) run(ctx context.Context) {
 				continue
 			}
 			t.mu.Lock()
-			since, ok := t.since[mt.Name]
-			if !ok {
-				since = time.Now()
-				t.since[mt.Name] = since
-				setOnce(&t.seen[mt.Name].heldOff, since)
-			}
+			setOnce(&t.seen[mt.Name].heldOff, time.Now())
+			since := t.seen[mt.Name].heldOff
 			t.mu.Unlock()
 			if time.Since(since) < t.taskTime {
 				continue
