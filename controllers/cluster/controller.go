@@ -6,6 +6,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"maps"
 	"sort"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,10 +17,13 @@ import (
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/paused"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
@@ -38,8 +42,18 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		WithOptions(opts).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(
 			util.ClusterToInfrastructureMapFunc(ctx, infrav1.GroupVersion.WithKind("RedfishCluster"), mgr.GetClient(), &infrav1.RedfishCluster{}))).
-		Watches(&infrav1.RedfishHost{}, handler.EnqueueRequestsFromMapFunc(r.hostToClusters)).
+		// Failure domains come from hosts' labels: a host's status changes (every power read,
+		// every state) would each cost every RedfishCluster of the namespace a list of its hosts.
+		Watches(&infrav1.RedfishHost{}, handler.EnqueueRequestsFromMapFunc(r.hostToClusters), builder.WithPredicates(predicate.Funcs{
+			UpdateFunc:  hostLabelsChanged,
+			GenericFunc: func(event.GenericEvent) bool { return false },
+		})).
 		Complete(r)
+}
+
+// hostLabelsChanged says whether a host update may change a RedfishCluster's failure domains.
+func hostLabelsChanged(e event.UpdateEvent) bool {
+	return e.ObjectOld == nil || e.ObjectNew == nil || !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
 }
 
 // hostToClusters refreshes the failure domains of every RedfishCluster in the host's namespace.
@@ -108,7 +122,8 @@ func (r *Reconciler) updateFailureDomains(ctx context.Context, rc *infrav1.Redfi
 		}
 	}
 	hosts := &infrav1.RedfishHostList{}
-	if err := r.Client.List(ctx, hosts, client.InNamespace(rc.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+	// Only read: listed from the cache without copies.
+	if err := r.Client.List(ctx, hosts, client.InNamespace(rc.Namespace), client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
 	key := rc.Spec.FailureDomainLabel

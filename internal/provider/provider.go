@@ -19,7 +19,7 @@ import (
 // Setup registers the webhooks, the seed server (serving on the listener listen returns once the
 // manager starts it, reachable by hosts at o.SeedBaseURL) and the controllers.
 func Setup(ctx context.Context, mgr ctrl.Manager, listen func() (net.Listener, error), o controllers.Options) error {
-	if err := webhooks.Setup(mgr, mgr.GetAPIReader()); err != nil {
+	if err := webhooks.Setup(ctx, mgr, mgr.GetAPIReader(), o.Namespace); err != nil {
 		return err
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.RedfishHost{}, seed.BootMACIndex, seed.IndexBootMAC); err != nil {

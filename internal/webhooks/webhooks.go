@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"reflect"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -24,9 +25,19 @@ import (
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 )
 
-// Setup registers every webhook of the provider. reader reads Secrets (for warnings only).
-func Setup(mgr ctrl.Manager, reader client.Reader) error {
-	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.RedfishHost{}).WithValidator(&Host{Reader: reader}).Complete(); err != nil {
+// Setup registers every webhook of the provider. reader reads from the API server. watchNamespace
+// is the one namespace the manager's cache is restricted to ("": every namespace): with a cache of
+// every namespace, a new host is looked up there by identity (HostIdentityIndex); otherwise every
+// host is listed from the API server.
+func Setup(ctx context.Context, mgr ctrl.Manager, reader client.Reader, watchNamespace string) error {
+	hostValidator := &Host{Reader: reader}
+	if watchNamespace == "" {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.RedfishHost{}, HostIdentityIndex, IndexHostIdentity); err != nil {
+			return err
+		}
+		hostValidator.Hosts = mgr.GetCache()
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.RedfishHost{}).WithValidator(hostValidator).Complete(); err != nil {
 		return err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.RedfishMachine{}).WithValidator(&Machine{Reader: reader}).Complete(); err != nil {
@@ -51,7 +62,13 @@ func Setup(mgr ctrl.Manager, reader client.Reader) error {
 
 // Host validates RedfishHosts.
 type Host struct {
+	// Reader reads from the API server.
 	Reader client.Reader
+	// Hosts is a cache of every namespace's RedfishHosts with HostIdentityIndex; nil: the
+	// duplicate check lists every host from Reader.
+	Hosts client.Reader
+
+	recent recentHosts
 }
 
 // ValidateCreate checks the BMC address; a missing credentials Secret is only a warning (GitOps
@@ -118,6 +135,9 @@ func (v *Host) validate(ctx context.Context, h *infrav1.RedfishHost, checkDuplic
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(infrav1.GroupVersion.WithKind("RedfishHost").GroupKind(), h.Name, errs)
 	}
+	if checkDuplicates && v.Hosts != nil {
+		v.recent.add(h, time.Now())
+	}
 	var warnings admission.Warnings
 	if addr, _ := bmc.ParseAddress(h.Spec.BMC.Address); h.Spec.BMC.AuthMethod == infrav1.BMCAuthBasic && strings.HasPrefix(addr.BaseURL, "http://") {
 		warnings = append(warnings, "spec.bmc.authMethod Basic over plain HTTP (redfish+http) sends the BMC password in clear with every request; use it only in a lab")
@@ -146,14 +166,14 @@ func (v *Host) duplicates(ctx context.Context, h *infrav1.RedfishHost) (field.Er
 	if err != nil {
 		return nil, nil // reported by the caller
 	}
-	hosts := &infrav1.RedfishHostList{}
-	if err := v.Reader.List(ctx, hosts); err != nil {
+	others, err := v.others(ctx, h)
+	if err != nil {
 		return nil, err
 	}
 	var errs field.ErrorList
 	mac := strings.ToLower(h.Spec.BootMACAddress)
-	for i := range hosts.Items {
-		o := &hosts.Items[i]
+	for i := range others {
+		o := &others[i]
 		if o.Namespace == h.Namespace && o.Name == h.Name {
 			continue
 		}

@@ -2,12 +2,14 @@ package webhooks
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
@@ -89,45 +91,155 @@ func TestClaimedHostCannotBeRepointedAtAnotherBMC(t *testing.T) {
 }
 
 func TestOneServerIsRegisteredOnce(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := infrav1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	existing := host("redfish://10.0.0.57/redfish/v1/Systems/1", nil)
 	existing.Namespace, existing.Name = "rack1", "u07"
 	existing.Spec.BootMACAddress = "52:54:00:00:07:01"
-	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(existing).Build()
-	v := &Host{Reader: reader}
-	for _, tc := range []struct {
-		name, address, mac string
-		wantErr            string // "" = accepted
+	for _, mode := range []struct {
+		name string
+		host func(apiServer *countingReader) *Host
 	}{
-		{name: "same system, other namespace", address: "redfish://10.0.0.57/redfish/v1/Systems/1", wantErr: "RedfishHost rack1/u07 already manages this BMC system"},
-		{name: "same BMC, system discovered", address: "redfish+https://10.0.0.57:443", wantErr: "RedfishHost rack1/u07 already manages this BMC system"},
-		{name: "same BMC, another system (a blade chassis)", address: "redfish://10.0.0.57/redfish/v1/Systems/2"},
-		{name: "same boot MAC, other case", address: "redfish://10.0.0.58", mac: "52:54:00:00:07:01", wantErr: "RedfishHost rack1/u07 already boots from this MAC"},
-		{name: "another server", address: "redfish://10.0.0.58", mac: "52:54:00:00:08:01"},
+		{name: "hosts listed from the API server (a manager watching one namespace)", host: func(apiServer *countingReader) *Host { return &Host{Reader: apiServer} }},
+		{name: "hosts looked up in the cache by identity", host: func(apiServer *countingReader) *Host {
+			return &Host{Reader: apiServer, Hosts: indexedHosts(t, existing)}
+		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := host(tc.address, nil)
-			h.Spec.BootMACAddress = strings.ToUpper(tc.mac)
-			_, err := v.ValidateCreate(t.Context(), h)
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Fatalf("refused: %v", err)
-			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Fatalf("want an error containing %q, got %v", tc.wantErr, err)
+		t.Run(mode.name, func(t *testing.T) {
+			v := mode.host(apiServerWith(t, existing))
+			for _, tc := range []struct {
+				name, address, mac string
+				wantErr            string // "" = accepted
+			}{
+				{name: "same system, other namespace", address: "redfish://10.0.0.57/redfish/v1/Systems/1", wantErr: "RedfishHost rack1/u07 already manages this BMC system"},
+				{name: "same BMC, system discovered", address: "redfish+https://10.0.0.57:443", wantErr: "RedfishHost rack1/u07 already manages this BMC system"},
+				{name: "same BMC, another system (a blade chassis)", address: "redfish://10.0.0.57/redfish/v1/Systems/2"},
+				{name: "same boot MAC, other case", address: "redfish://10.0.0.58", mac: "52:54:00:00:07:01", wantErr: "RedfishHost rack1/u07 already boots from this MAC"},
+				{name: "another server", address: "redfish://10.0.0.58", mac: "52:54:00:00:08:01"},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					h := host(tc.address, nil)
+					h.Name = tc.name // each an admission of its own host
+					h.Spec.BootMACAddress = strings.ToUpper(tc.mac)
+					_, err := v.ValidateCreate(t.Context(), h)
+					switch {
+					case tc.wantErr == "" && err != nil:
+						t.Fatalf("refused: %v", err)
+					case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+						t.Fatalf("want an error containing %q, got %v", tc.wantErr, err)
+					}
+				})
 			}
+			t.Run("updates that keep the identity are not checked (hosts registered before the check keep working)", func(t *testing.T) {
+				dup := host("redfish://10.0.0.57/redfish/v1/Systems/1", nil)
+				updated := dup.DeepCopy()
+				updated.Labels = map[string]string{"rack": "1"}
+				if _, err := v.ValidateUpdate(t.Context(), dup, updated); err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+			})
 		})
 	}
-	t.Run("updates that keep the identity are not checked (hosts registered before the check keep working)", func(t *testing.T) {
-		dup := host("redfish://10.0.0.57/redfish/v1/Systems/1", nil)
-		updated := dup.DeepCopy()
-		updated.Labels = map[string]string{"rack": "1"}
-		if _, err := v.ValidateUpdate(t.Context(), dup, updated); err != nil {
+}
+
+// At N = 1000 a list of every host per admission made registering a fleet quadratic: the API
+// server serialized half a million hosts, and the webhook timed out.
+func TestTheDuplicateCheckListsNoHostsFromTheAPIServerWhenTheCacheSeesEveryNamespace(t *testing.T) {
+	existing := host("redfish://10.0.0.57/redfish/v1/Systems/1", nil)
+	existing.Namespace, existing.Name = "rack1", "u07"
+	apiServer := apiServerWith(t, existing)
+	v := &Host{Reader: apiServer, Hosts: indexedHosts(t, existing)}
+	for i := range 20 {
+		h := host(fmt.Sprintf("redfish://10.0.1.%d", i), nil)
+		h.Name = fmt.Sprintf("u%02d", i)
+		if _, err := v.ValidateCreate(t.Context(), h); err != nil {
 			t.Fatalf("refused: %v", err)
 		}
-	})
+	}
+	if apiServer.lists != 0 {
+		t.Fatalf("%d lists of hosts from the API server for 20 admissions, want 0", apiServer.lists)
+	}
+	if apiServer.gets != 0 {
+		t.Fatalf("%d reads of hosts from the API server for 20 admissions of new servers, want 0 (only candidates are read)", apiServer.gets)
+	}
+}
+
+// kubectl apply creates one host after another, milliseconds apart: the second is checked
+// before the cache has the first.
+func TestAHostAdmittedMomentsAgoIsADuplicateBeforeTheCacheHasIt(t *testing.T) {
+	first := host("redfish://10.0.0.57", nil)
+	first.Name = "u07"
+	first.Spec.BootMACAddress = "52:54:00:00:07:01"
+	apiServer := apiServerWith(t)
+	v := &Host{Reader: apiServer, Hosts: indexedHosts(t)}
+	if _, err := v.ValidateCreate(t.Context(), first); err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+
+	again := host("redfish://10.0.0.57/redfish/v1/Systems/1", nil)
+	again.Name = "u07-again"
+	if _, err := v.ValidateCreate(t.Context(), again); err != nil {
+		t.Fatalf("refused while the first host was not stored (admission is not storage): %v", err)
+	}
+
+	if err := apiServer.Create(t.Context(), first.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	for _, dup := range []*infrav1.RedfishHost{again, host("redfish://10.0.0.58", nil)} {
+		if dup.Spec.BMC.Address == "redfish://10.0.0.58" {
+			dup.Name, dup.Spec.BootMACAddress = "u08", "52:54:00:00:07:01"
+		}
+		_, err := v.ValidateCreate(t.Context(), dup)
+		if err == nil || !strings.Contains(err.Error(), "RedfishHost fleet/u07 already") {
+			t.Fatalf("%s: want it refused as a duplicate of fleet/u07, got %v", dup.Name, err)
+		}
+	}
+}
+
+// countingReader is the API server: it counts the hosts listed and read.
+type countingReader struct {
+	client.Client
+	lists, gets int
+}
+
+func (c *countingReader) List(ctx context.Context, l client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := l.(*infrav1.RedfishHostList); ok {
+		c.lists++
+	}
+	return c.Client.List(ctx, l, opts...)
+}
+
+func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, o client.Object, opts ...client.GetOption) error {
+	if _, ok := o.(*infrav1.RedfishHost); ok {
+		c.gets++
+	}
+	return c.Client.Get(ctx, key, o, opts...)
+}
+
+func apiServerWith(t *testing.T, hosts ...*infrav1.RedfishHost) *countingReader {
+	t.Helper()
+	b := fake.NewClientBuilder().WithScheme(scheme(t))
+	for _, h := range hosts {
+		b = b.WithObjects(h.DeepCopy())
+	}
+	return &countingReader{Client: b.Build()}
+}
+
+// indexedHosts is the manager's cache, with the identity index Setup registers.
+func indexedHosts(t *testing.T, hosts ...*infrav1.RedfishHost) client.Reader {
+	t.Helper()
+	b := fake.NewClientBuilder().WithScheme(scheme(t)).WithIndex(&infrav1.RedfishHost{}, HostIdentityIndex, IndexHostIdentity)
+	for _, h := range hosts {
+		b = b.WithObjects(h.DeepCopy())
+	}
+	return b.Build()
+}
+
+func scheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := infrav1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func TestBasicAuthOverPlainHTTPIsWarnedAbout(t *testing.T) {

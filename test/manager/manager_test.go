@@ -76,8 +76,8 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 	// CAPI's controllers and webhooks, and our webhooks (their configuration points at the test
 	// process); the provider's controllers run only in the binary.
 	env, err := testenv.Start(ctx, testenv.Options{
-		SetupProvider: func(_ context.Context, mgr ctrl.Manager, _ clustercache.ClusterCache) error {
-			return webhooks.Setup(mgr, mgr.GetAPIReader())
+		SetupProvider: func(ctx context.Context, mgr ctrl.Manager, _ clustercache.ClusterCache) error {
+			return webhooks.Setup(ctx, mgr, mgr.GetAPIReader(), "")
 		},
 	})
 	g.Expect(err).NotTo(HaveOccurred())

@@ -210,8 +210,8 @@ func Run(ctx context.Context, o Options) (_ *Report, retErr error) {
 		Concurrency: o.CAPIConcurrency, QPS: o.CAPIQPS, Burst: o.CAPIBurst,
 		// Our admission webhooks run here (their configuration points at this process); the
 		// provider's controllers run only in the manager binary.
-		SetupProvider: func(_ context.Context, mgr ctrl.Manager, _ clustercache.ClusterCache) error {
-			return webhooks.Setup(mgr, mgr.GetAPIReader())
+		SetupProvider: func(ctx context.Context, mgr ctrl.Manager, _ clustercache.ClusterCache) error {
+			return webhooks.Setup(ctx, mgr, mgr.GetAPIReader(), "")
 		},
 	})
 	if err != nil {
@@ -301,6 +301,8 @@ func (r *run) measure(ctx context.Context, name string, units int, do func(ctx c
 	if err := do(ctx); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	started := time.Since(start)
+	r.printf("%s: started in %.1fs", name, started.Seconds())
 	if err := until(ctx, timeout, done); err != nil {
 		return nil, fmt.Errorf("%s did not finish within %s (manager log: %s): %w", name, timeout, r.mgr.LogPath, err)
 	}
@@ -310,7 +312,7 @@ func (r *run) measure(ctx context.Context, name string, units int, do func(ctx c
 		return nil, err
 	}
 	fleetAfter := r.fleetRequests()
-	p := &Phase{Name: name, Units: units, start: start, end: end, WallSeconds: end.Sub(start).Seconds(),
+	p := &Phase{Name: name, Units: units, start: start, end: end, WallSeconds: end.Sub(start).Seconds(), StartSeconds: started.Seconds(),
 		KubeRequests: kubeDelta(before, after), CPUSeconds: after.CPUSeconds - before.CPUSeconds,
 		RSSBytes: after.RSSBytes, HeapInuseBytes: after.HeapInuse}
 	p.KubeWrites = writes(p.KubeRequests)
