@@ -264,7 +264,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if !host.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(host)
 	}
-	if controllerutil.AddFinalizer(host, Finalizer) {
+	// A new host goes on in the same round: registering and inspecting only read the BMC, so
+	// nothing needs the finalizer stored first (a host in any other state returns, and acts on
+	// its BMC only once the finalizer is).
+	if controllerutil.AddFinalizer(host, Finalizer) && !registering(host) {
 		return ctrl.Result{}, nil
 	}
 	if wait, err := r.releaseOrphanedClaim(ctx, host); err != nil || wait > 0 {

@@ -62,12 +62,23 @@ func (r *Reconciler) register(ctx context.Context, s *scope) (ctrl.Result, error
 	h.Status.State = infrav1.HostStateInspecting
 	h.Status.RegisteredAddress = h.Spec.BMC.Address
 	r.event(h, "Registered", "Register", "BMC %s answered with the given credentials", h.Spec.BMC.Address)
-	return ctrl.Result{}, nil // the status change wakes the next state
+	return r.inspect(ctx, s) // in the same round: one status write for both
+}
+
+// registering says whether the host is in a state that only reads its BMC.
+func registering(h *infrav1.RedfishHost) bool {
+	switch stateOf(h) {
+	case infrav1.HostStateRegistering, infrav1.HostStateError, infrav1.HostStateInspecting:
+		return true
+	}
+	return false
 }
 
 func (r *Reconciler) inspect(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if res, ok := r.connectOrWait(ctx, s); !ok {
-		return res, nil
+	if s.bmc == nil { // connected already when registered this round
+		if res, ok := r.connectOrWait(ctx, s); !ok {
+			return res, nil
+		}
 	}
 	h := s.host
 	if h.Status.Inventory == nil || h.Status.RestoreWaitSince == nil {
