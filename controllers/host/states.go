@@ -202,7 +202,15 @@ func (r *Reconciler) available(ctx context.Context, s *scope) (ctrl.Result, erro
 		}
 		conditions.Delete(h, infrav1.CleanedCondition) // of the previous release
 		r.event(h, "Claimed", "Claim", "claimed by %s %s", c.Consumer.Kind, c.Consumer.Name)
-		return ctrl.Result{}, nil // the status change wakes the next state
+		if h.Status.State != infrav1.HostStateProvisioning {
+			return ctrl.Result{}, nil // the status change wakes the next state
+		}
+		// Provisioning starts in this round (the claim is stored; the boot is recorded before the
+		// power-on, in any case), unless a RedfishJob uses the BMC: its end wakes the host.
+		if running, err := r.jobRunning(ctx, h); err != nil || running {
+			return ctrl.Result{RequeueAfter: r.CheckInterval}, err
+		}
+		return r.provision(ctx, s)
 	}
 	if restored, err := r.restoreClaim(ctx, h, false); err != nil || restored {
 		return ctrl.Result{}, err // the status change wakes the next state

@@ -174,9 +174,16 @@ func TestHostStateMachine(t *testing.T) {
 					t.Error("restoreWaitSince not recorded")
 				}
 			}}},
-		{name: "available and claimed: provisioning starts",
+		{name: "available and claimed: provisioning starts in the same round, the boot recorded before the power-on",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateAvailable)},
-			want: want{state: infrav1.HostStateProvisioning}},
+			bmc:  fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateProvisioning, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd)"}, condition: "BootPrepared=True/Ready",
+				check: func(t *testing.T, h *infrav1.RedfishHost) {
+					if h.Status.BootIssuedAt == nil {
+						t.Error("bootIssuedAt not recorded")
+					}
+				}}},
+
 		{name: "available, online wanted and off: powered on",
 			host: []func(*infrav1.RedfishHost){func(h *infrav1.RedfishHost) {
 				h.Status.State = infrav1.HostStateAvailable
@@ -642,11 +649,18 @@ func TestAMissingRequestorsGraceEndWakesTheHost(t *testing.T) {
 // While a RedfishJob runs on a host, the host's own BMC actions wait: a claimed host does not
 // start provisioning (no power-off, no boot) until the job has finished.
 func TestAHostWaitsForARunningJob(t *testing.T) {
+	// Claimed while Available too: provisioning starts in the round that sees the claim.
+	for _, state := range []infrav1.HostState{infrav1.HostStateProvisioning, infrav1.HostStateAvailable} {
+		t.Run(string(state), func(t *testing.T) { hostWaitsForARunningJob(t, state) })
+	}
+}
+
+func hostWaitsForARunningJob(t *testing.T, state infrav1.HostState) {
 	h := &infrav1.RedfishHost{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", Finalizers: []string{Finalizer}},
 		Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
 	}
-	claimOf(infrav1.HostStateProvisioning)(h)
+	claimOf(state)(h)
 	h.Status.RegisteredAddress = h.Spec.BMC.Address
 	c := newFakeClient(t, h, nil)
 	started := metav1.NowMicro()
