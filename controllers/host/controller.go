@@ -242,6 +242,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if dropped, err := r.dropOrphanedRemediationRequests(ctx, host); err != nil || dropped {
 		return ctrl.Result{}, err // the update wakes the next round
 	}
+	// The finalizer is stored before anything else is done for a host (a BMC session, a restored
+	// claim), and the round goes on: a new host is registered and inspected in the round that
+	// adds it.
+	if host.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(host, Finalizer) {
+		base := host.DeepCopy()
+		controllerutil.AddFinalizer(host, Finalizer)
+		if err := r.Client.Patch(ctx, host, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{}, nil // the newer version wakes the host
+			}
+			return ctrl.Result{}, err
+		}
+	}
 	helper, err := patch.NewHelper(host, r.Client)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -263,12 +276,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 
 	if !host.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(host)
-	}
-	// A new host goes on in the same round: registering and inspecting only read the BMC, so
-	// nothing needs the finalizer stored first (a host in any other state returns, and acts on
-	// its BMC only once the finalizer is).
-	if controllerutil.AddFinalizer(host, Finalizer) && !registering(host) {
-		return ctrl.Result{}, nil
 	}
 	if wait, err := r.releaseOrphanedClaim(ctx, host); err != nil || wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, err

@@ -65,15 +65,6 @@ func (r *Reconciler) register(ctx context.Context, s *scope) (ctrl.Result, error
 	return r.inspect(ctx, s) // in the same round: one status write for both
 }
 
-// registering says whether the host is in a state that only reads its BMC.
-func registering(h *infrav1.RedfishHost) bool {
-	switch stateOf(h) {
-	case infrav1.HostStateRegistering, infrav1.HostStateError, infrav1.HostStateInspecting:
-		return true
-	}
-	return false
-}
-
 func (r *Reconciler) inspect(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if s.bmc == nil { // connected already when registered this round
 		if res, ok := r.connectOrWait(ctx, s); !ok {

@@ -81,9 +81,14 @@ func lastPart(url string) string { return url[strings.LastIndex(url, "/")+1:] }
 type fakeBMCs struct {
 	bmc *fakeBMC
 	err error
+	// connecting, when set, runs at each connection (a BMC session in the pool).
+	connecting func()
 }
 
 func (f fakeBMCs) Get(context.Context, bmc.Target) (BMC, error) {
+	if f.connecting != nil {
+		f.connecting()
+	}
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -797,18 +802,26 @@ func (s *statusLog) Update(ctx context.Context, o client.Object, opts ...client.
 	return s.SubResourceWriter.Update(ctx, o, opts...)
 }
 
-// A new host is registered and inspected in the round that adds its finalizer (nothing in those
-// states acts on the BMC): at N = 1000 hosts registering at once the manager was bound by its
-// client rate limit, and each round cost its own status patches (the patch helper writes status
-// fields and conditions apart). Four writes, where seven were made over four rounds.
-func TestANewHostIsRegisteredAndInspectedInTheRoundThatAddsItsFinalizer(t *testing.T) {
+// A new host is registered and inspected in the round that stores its finalizer: at N = 1000
+// hosts registering at once the manager was bound by its client rate limit, and each round cost
+// its own status patches (the patch helper writes status fields and conditions apart). Four
+// writes, where seven were made over four rounds.
+func TestANewHostIsRegisteredAndInspectedInTheRoundThatStoresItsFinalizer(t *testing.T) {
 	h := &infrav1.RedfishHost{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1"},
 		Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
 	}
 	c := &writeLog{Client: newFakeClient(t, h, nil)}
 	f := &fakeBMC{power: bmc.PowerOff}
-	r := &Reconciler{Client: c, APIReader: c, BMCs: fakeBMCs{bmc: f}, SeedBaseURL: "http://seed.example",
+	// A host deleted in the round that registers it must still go through its finalizer (which
+	// drops its BMC session): the finalizer is stored before the BMC is contacted.
+	connecting := func() {
+		stored := &infrav1.RedfishHost{}
+		if err := c.Get(t.Context(), client.ObjectKeyFromObject(h), stored); err != nil || !slices.Contains(stored.Finalizers, Finalizer) {
+			t.Errorf("the BMC was contacted before the finalizer was stored (%v, finalizers %v)", err, stored.Finalizers)
+		}
+	}
+	r := &Reconciler{Client: c, APIReader: c, BMCs: fakeBMCs{bmc: f, connecting: connecting}, SeedBaseURL: "http://seed.example",
 		PollInterval: 2 * time.Second, RetryInterval: 30 * time.Second, CheckInterval: time.Minute, OrphanGracePeriod: 2 * time.Minute, RestoreGracePeriod: 2 * time.Minute}
 	got := &infrav1.RedfishHost{}
 	rounds := 0

@@ -150,6 +150,7 @@ func TestAMachineThatHoldsItsHostReadsOnlyThatHost(t *testing.T) {
 	}{
 		{"the recorded host holds the claim", "u07", 0},
 		{"nothing recorded yet (the claim was written, the record not)", "", 1},
+		{"the record names a host that does not hold the claim", "u08", 1},
 	} {
 		c := &hostLists{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(host("u07", rm), host("u08", nil), host("u09", nil)).WithStatusSubresource(&infrav1.RedfishHost{}).Build()}
 		r := &Reconciler{Client: c, APIReader: c}

@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
@@ -48,13 +50,24 @@ func identityKeys(h *infrav1.RedfishHost) []string {
 // keys and those this webhook admitted moments ago, each read again from the API server (the
 // cache may be behind a host re-pointed or deleted, and an admission is not a stored host).
 func (v *Host) others(ctx context.Context, h *infrav1.RedfishHost) ([]infrav1.RedfishHost, error) {
-	if v.Hosts == nil {
-		hosts := &infrav1.RedfishHostList{}
-		if err := v.Reader.List(ctx, hosts); err != nil {
-			return nil, err
+	if v.Hosts != nil {
+		out, err := v.lookUp(ctx, h)
+		// A manager starting serves its webhooks before its cache has started: the API server
+		// answers meanwhile.
+		if notStarted := (*cache.ErrCacheNotStarted)(nil); !errors.As(err, &notStarted) {
+			return out, err
 		}
-		return hosts.Items, nil
 	}
+	hosts := &infrav1.RedfishHostList{}
+	if err := v.Reader.List(ctx, hosts); err != nil {
+		return nil, err
+	}
+	return hosts.Items, nil
+}
+
+// lookUp returns the cache's hosts with one of h's identity keys and those this webhook admitted
+// moments ago, read from the API server.
+func (v *Host) lookUp(ctx context.Context, h *infrav1.RedfishHost) ([]infrav1.RedfishHost, error) {
 	self := types.NamespacedName{Namespace: h.Namespace, Name: h.Name}
 	keys := identityKeys(h)
 	names := v.recent.matching(keys, time.Now())

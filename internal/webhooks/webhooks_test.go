@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -191,6 +192,39 @@ func TestAHostAdmittedMomentsAgoIsADuplicateBeforeTheCacheHasIt(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "RedfishHost fleet/u07 already") {
 			t.Fatalf("%s: want it refused as a duplicate of fleet/u07, got %v", dup.Name, err)
 		}
+	}
+}
+
+// A manager starting serves its webhooks before its cache has started: duplicates are still
+// found, from the API server.
+func TestTheDuplicateCheckAsksTheAPIServerUntilTheCacheHasStarted(t *testing.T) {
+	existing := host("redfish://10.0.0.57/redfish/v1/Systems/1", nil)
+	existing.Namespace, existing.Name = "rack1", "u07"
+	v := &Host{Reader: apiServerWith(t, existing), Hosts: notStartedCache{}}
+	dup := host("redfish://10.0.0.57", nil)
+	if _, err := v.ValidateCreate(t.Context(), dup); err == nil || !strings.Contains(err.Error(), "RedfishHost rack1/u07 already manages this BMC system") {
+		t.Fatalf("want it refused as a duplicate of rack1/u07, got %v", err)
+	}
+}
+
+type notStartedCache struct{ client.Reader }
+
+func (notStartedCache) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return &cache.ErrCacheNotStarted{}
+}
+
+// Admissions are remembered for recentFor, then forgotten (the cache has had them for long).
+func TestAnAdmittedHostIsRememberedFor30Seconds(t *testing.T) {
+	var r recentHosts
+	h := host("redfish://10.0.0.57", nil)
+	t0 := time.Now()
+	r.add(h, t0)
+	keys := identityKeys(h)
+	if got := r.matching(keys, t0.Add(recentFor)); len(got) != 1 {
+		t.Fatalf("after %s: %v, want the host", recentFor, got)
+	}
+	if got := r.matching(keys, t0.Add(recentFor+time.Second)); len(got) != 0 || len(r.entries) != 0 {
+		t.Fatalf("after %s: %v (%d kept), want it forgotten", recentFor+time.Second, got, len(r.entries))
 	}
 }
 

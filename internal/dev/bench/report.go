@@ -64,7 +64,8 @@ type Phase struct {
 	// WallSeconds from the phase's first request to the moment the benchmark saw it done.
 	WallSeconds float64 `json:"wallSeconds"`
 	// StartSeconds is how long the benchmark's own requests that start the phase took (its
-	// creates and patches, through the admission webhooks), included in WallSeconds.
+	// creates and patches, through the admission webhooks), included in WallSeconds; for the
+	// idle phase, the idle period itself.
 	StartSeconds float64 `json:"startSeconds"`
 	// FloorSeconds is the least time the simulator's latencies and the manager's concurrency
 	// allow (FloorModel says how it is computed); Ratio is WallSeconds / FloorSeconds.
