@@ -218,6 +218,9 @@ type scope struct {
 	bmc   BMC            // nil until connect succeeded
 	power bmc.PowerState // read by connect, this reconcile
 	acted bool           // a power action was sent this reconcile
+	// store writes the host now (a handler that must record something before acting on the BMC
+	// goes on in the same round once it is stored).
+	store func() error
 }
 
 // Reconcile moves one host through its state machine.
@@ -259,17 +262,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	defer func() {
+	write := func() error {
 		r.updateReady(host)
+		return helper.Patch(ctx, host, patch.WithOwnedConditions{Conditions: []string{
+			infrav1.ReadyCondition, infrav1.BMCReachableCondition, infrav1.InspectedCondition, infrav1.PausedCondition, infrav1.CleanedCondition,
+			infrav1.BootPreparedCondition,
+		}})
+	}
+	defer func() {
 		if host.DeletionTimestamp.IsZero() || controllerutil.ContainsFinalizer(host, Finalizer) {
 			metrics.SetHostState(host.Namespace, host.Name, string(stateOf(host)))
 		} else {
 			metrics.SetHostState(host.Namespace, host.Name, "")
 		}
-		if err := helper.Patch(ctx, host, patch.WithOwnedConditions{Conditions: []string{
-			infrav1.ReadyCondition, infrav1.BMCReachableCondition, infrav1.InspectedCondition, infrav1.PausedCondition, infrav1.CleanedCondition,
-			infrav1.BootPreparedCondition,
-		}}); err != nil {
+		if err := write(); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
 	}()
@@ -290,7 +296,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			return ctrl.Result{RequeueAfter: r.CheckInterval}, err
 		}
 	}
-	s := &scope{host: host}
+	s := &scope{host: host, store: func() error {
+		if err := write(); err != nil {
+			return err
+		}
+		// What the round changes from here on is written at its end, as usual.
+		helper, err = patch.NewHelper(host, r.Client)
+		return err
+	}}
 	res, err := r.handlers()[stateOf(host)](ctx, s)
 	res = r.followTransition(req.NamespacedName, s, res)
 	// A reboot request whose requestor is gone is dropped when its grace period ends, not at the

@@ -384,7 +384,10 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 	now := metav1.Now()
 	h.Status.BootIssuedAt = &now
 	r.event(h, "Provisioning", "Provision", "booting %s for %s %s", c.BootMethod, c.Consumer.Kind, c.Consumer.Name)
-	return ctrl.Result{RequeueAfter: time.Millisecond}, nil // the power-on follows once this is stored
+	if err := s.store(); err != nil {
+		return ctrl.Result{}, err // not known to be stored: no power-on this round
+	}
+	return r.powerOnOnce(ctx, s) // the power state was read this round: off
 }
 
 // requestors says who holds the host's power off.

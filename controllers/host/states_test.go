@@ -33,6 +33,7 @@ type fakeBMC struct {
 	tasks      map[string]*bmc.Task
 	inProgress int
 	calls      []string
+	resetting  func() // when set, runs as a reset is sent
 }
 
 func (f *fakeBMC) call(method, arg string) error {
@@ -44,7 +45,12 @@ func (f *fakeBMC) call(method, arg string) error {
 }
 
 func (f *fakeBMC) PowerState(context.Context) (bmc.PowerState, error) { return f.power, nil }
-func (f *fakeBMC) Reset(_ context.Context, t bmc.ResetType) error     { return f.call("Reset", string(t)) }
+func (f *fakeBMC) Reset(_ context.Context, t bmc.ResetType) error {
+	if f.resetting != nil {
+		f.resetting()
+	}
+	return f.call("Reset", string(t))
+}
 func (f *fakeBMC) ResetFrom(ctx context.Context, t bmc.ResetType, _ bmc.PowerState) error {
 	return f.Reset(ctx, t)
 }
@@ -179,10 +185,10 @@ func TestHostStateMachine(t *testing.T) {
 					t.Error("restoreWaitSince not recorded")
 				}
 			}}},
-		{name: "available and claimed: provisioning starts in the same round, the boot recorded before the power-on",
+		{name: "available and claimed: provisioning starts in the same round, the boot stored, then the power-on",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateAvailable)},
 			bmc:  fakeBMC{power: bmc.PowerOff},
-			want: want{state: infrav1.HostStateProvisioning, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd)"}, condition: "BootPrepared=True/Ready",
+			want: want{state: infrav1.HostStateProvisioning, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd)", "Reset(On)"}, condition: "BootPrepared=True/Ready",
 				check: func(t *testing.T, h *infrav1.RedfishHost) {
 					if h.Status.BootIssuedAt == nil {
 						t.Error("bootIssuedAt not recorded")
@@ -201,10 +207,10 @@ func TestHostStateMachine(t *testing.T) {
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning)},
 			bmc:  fakeBMC{power: bmc.PowerOn},
 			want: want{state: infrav1.HostStateProvisioning, calls: []string{"Reset(ForceOff)"}, requeue: firstLook}},
-		{name: "provisioning by virtual media: image and seed volume inserted, boot recorded before the power-on",
+		{name: "provisioning by virtual media: image and seed volume inserted, the boot stored, then the power-on",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning)},
 			bmc:  fakeBMC{power: bmc.PowerOff},
-			want: want{state: infrav1.HostStateProvisioning, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd)"}, condition: "BootPrepared=True/Ready",
+			want: want{state: infrav1.HostStateProvisioning, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd)", "Reset(On)"}, condition: "BootPrepared=True/Ready",
 				check: func(t *testing.T, h *infrav1.RedfishHost) {
 					if h.Status.BootIssuedAt == nil {
 						t.Error("bootIssuedAt not recorded")
@@ -225,11 +231,11 @@ func TestHostStateMachine(t *testing.T) {
 		{name: "provisioning by PXE: one-time network boot, no media",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning, func(c *infrav1.HostClaim) { c.BootMethod = infrav1.BootMethodPXE })},
 			bmc:  fakeBMC{power: bmc.PowerOff},
-			want: want{state: infrav1.HostStateProvisioning, calls: []string{"SetBootOverride(Pxe)"}}},
+			want: want{state: infrav1.HostStateProvisioning, calls: []string{"SetBootOverride(Pxe)", "Reset(On)"}}},
 		{name: "provisioning by UEFI HTTP: the seed volume in virtual media, the image from the boot URI",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning, func(c *infrav1.HostClaim) { c.BootMethod = infrav1.BootMethodUefiHTTP })},
 			bmc:  fakeBMC{power: bmc.PowerOff},
-			want: want{state: infrav1.HostStateProvisioning, calls: []string{"InsertMedia(,cidata.iso)", "SetBootOverride(UefiHttp)"}, condition: "BootPrepared=True/Ready"}},
+			want: want{state: infrav1.HostStateProvisioning, calls: []string{"InsertMedia(,cidata.iso)", "SetBootOverride(UefiHttp)", "Reset(On)"}, condition: "BootPrepared=True/Ready"}},
 		{name: "provisioning by UEFI HTTP on a BMC without virtual media: a condition naming PXE, no boot",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning, func(c *infrav1.HostClaim) { c.BootMethod = infrav1.BootMethodUefiHTTP })},
 			bmc:  fakeBMC{power: bmc.PowerOff, errs: map[string]error{"InsertMedia": bmc.ErrNoSeedSlot}},
@@ -848,5 +854,47 @@ func TestANewHostIsRegisteredAndInspectedInTheRoundThatStoresItsFinalizer(t *tes
 	}
 	if w := c.writes[before:]; len(w) != 0 {
 		t.Errorf("the round its own write wakes wrote %v, want nothing", w)
+	}
+}
+
+// The power-on of a claim follows in the round that prepares the boot, once the boot is stored
+// (status.bootIssuedAt: a server is never booted twice for a claim, whatever happens to the
+// power-on's answer); a round after its own write cost every replacement in a rolling update.
+func TestTheProvisioningPowerOnIsSentOnceTheBootIsStoredInTheSameRound(t *testing.T) {
+	h := &infrav1.RedfishHost{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", Finalizers: []string{Finalizer}},
+		Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
+	}
+	claimOf(infrav1.HostStateAvailable)(h)
+	h.Status.RegisteredAddress = h.Spec.BMC.Address
+	c := newFakeClient(t, h, nil)
+	f := &fakeBMC{power: bmc.PowerOff}
+	f.resetting = func() {
+		stored := &infrav1.RedfishHost{}
+		if err := c.Get(t.Context(), client.ObjectKeyFromObject(h), stored); err != nil || stored.Status.BootIssuedAt == nil || stored.Status.State != infrav1.HostStateProvisioning {
+			t.Errorf("power-on sent before the boot was stored (%v; stored: state %q, bootIssuedAt %v)", err, stored.Status.State, stored.Status.BootIssuedAt)
+		}
+	}
+	r := &Reconciler{Client: c, APIReader: c, BMCs: fakeBMCs{bmc: f}, SeedBaseURL: "http://seed.example",
+		PollInterval: 2 * time.Second, RetryInterval: 30 * time.Second, CheckInterval: time.Minute, OrphanGracePeriod: 2 * time.Minute, RestoreGracePeriod: 2 * time.Minute}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
+	if _, err := r.Reconcile(t.Context(), req); err != nil { // the Paused condition
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd)", "Reset(On)"}; !slices.Equal(f.calls, want) {
+		t.Fatalf("BMC calls %v, want %v in one round", f.calls, want)
+	}
+	// The server is now powering on; the next rounds only read it.
+	f.power = bmc.PowerOn
+	for range 2 {
+		if _, err := r.Reconcile(t.Context(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(f.calls); n != 3 {
+		t.Errorf("BMC calls %v after the power-on, want none", f.calls[3:])
 	}
 }
