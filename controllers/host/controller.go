@@ -665,8 +665,10 @@ func (r *Reconciler) reset(ctx context.Context, s *scope, t bmc.ResetType) error
 	}
 	metrics.PowerOperations.WithLabelValues(s.host.Namespace, s.host.Name, string(t)).Inc()
 	err := s.bmc.Reset(ctx, t)
+	// Recorded whatever the answer: a reset whose answer was lost (a timeout) may have been
+	// carried out, and the BMC may not show it yet.
+	r.lastReset.Store(key, sentReset{t: t, at: r.now()})
 	if err == nil {
-		r.lastReset.Store(key, sentReset{t: t, at: r.now()})
 		r.transitionStarted(key, s.host, t)
 	}
 	return err

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -387,7 +388,24 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 	if err := s.store(); err != nil {
 		return ctrl.Result{}, err // not known to be stored: no power-on this round
 	}
+	// What changed while the boot was prepared (the claim released, a reboot request, a pause,
+	// a deletion) comes before the power-on: the next round, which the change wakes, sees it.
+	if wanted, err := r.bootStillWanted(ctx, h); err != nil || !wanted {
+		return ctrl.Result{RequeueAfter: r.PollInterval}, err
+	}
 	return r.powerOnOnce(ctx, s) // the power state was read this round: off
+}
+
+// bootStillWanted reads h from the API server: true while its claim is the one the boot was
+// prepared for, not released, and nothing holds the power off.
+func (r *Reconciler) bootStillWanted(ctx context.Context, h *infrav1.RedfishHost) (bool, error) {
+	now := &infrav1.RedfishHost{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(h), now); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	c := now.Status.Claim
+	return c != nil && c.ConsumerUID == h.Status.Claim.ConsumerUID && !c.Release && len(now.Spec.RebootRequests) == 0 &&
+		!annotations.HasPaused(now) && now.DeletionTimestamp.IsZero(), nil
 }
 
 // requestors says who holds the host's power off.

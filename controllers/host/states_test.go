@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -34,6 +35,7 @@ type fakeBMC struct {
 	inProgress int
 	calls      []string
 	resetting  func() // when set, runs as a reset is sent
+	preparing  func() // when set, runs as a boot override is set
 }
 
 func (f *fakeBMC) call(method, arg string) error {
@@ -58,6 +60,9 @@ func (f *fakeBMC) Inventory(context.Context) (*infrav1.Inventory, error) {
 	return &infrav1.Inventory{Manufacturer: "Sim", CPUCores: 8}, f.call("Inventory", "")
 }
 func (f *fakeBMC) SetBootOverride(_ context.Context, o bmc.BootOverride) error {
+	if f.preparing != nil {
+		f.preparing()
+	}
 	if o.Continuous {
 		return f.call("SetBootOverride", string(o.Target)+",Continuous")
 	}
@@ -636,6 +641,19 @@ func TestAResetIsNotRepeatedWhileTheBMCCatchesUp(t *testing.T) {
 	if want := []string{"Reset(On)", "Reset(ForceOff)", "Reset(ForceOff)"}; !slices.Equal(f.calls, want) {
 		t.Errorf("BMC got %v, want %v", f.calls, want)
 	}
+
+	// A reset whose answer was lost (a timeout) may have been carried out: not sent again within
+	// PollInterval either, while the BMC still reports the old state.
+	lost := &fakeBMC{power: bmc.PowerOff, errs: map[string]error{"Reset": context.DeadlineExceeded}}
+	s = &scope{host: &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h2"}}, bmc: lost}
+	for range 2 {
+		if err := r.reset(ctx, s, bmc.ResetOn); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{"Reset(On)"}; !slices.Equal(lost.calls, want) {
+		t.Errorf("after a lost answer the BMC got %v, want %v", lost.calls, want)
+	}
 }
 
 // A host held off by a reboot request whose requestor is gone is looked at again when the grace
@@ -783,7 +801,8 @@ func TestATransitionIsReadOnScheduleWhateverRoundsRunInBetween(t *testing.T) {
 // writeLog records the writes a reconcile makes.
 type writeLog struct {
 	client.Client
-	writes []string
+	writes    []string
+	statusErr error // when set, status writes fail with it
 }
 
 func (w *writeLog) Patch(ctx context.Context, o client.Object, p client.Patch, opts ...client.PatchOption) error {
@@ -800,6 +819,9 @@ type statusLog struct {
 
 func (s *statusLog) Patch(ctx context.Context, o client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
 	s.w.writes = append(s.w.writes, "status patch")
+	if s.w.statusErr != nil {
+		return s.w.statusErr
+	}
 	return s.SubResourceWriter.Patch(ctx, o, p, opts...)
 }
 
@@ -896,5 +918,81 @@ func TestTheProvisioningPowerOnIsSentOnceTheBootIsStoredInTheSameRound(t *testin
 	}
 	if n := len(f.calls); n != 3 {
 		t.Errorf("BMC calls %v after the power-on, want none", f.calls[3:])
+	}
+}
+
+// A change that lands while the boot is being prepared (BMC calls take seconds) comes before the
+// power-on: the machine deleted (its claim released), a reboot request holding the power off.
+func TestAChangeWhileTheBootIsPreparedComesBeforeThePowerOn(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(h *infrav1.RedfishHost)
+	}{
+		{"claim released", func(h *infrav1.RedfishHost) { h.Status.Claim.Release = true }},
+		{"reboot request", func(h *infrav1.RedfishHost) {
+			h.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "maintenance/bios"}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &infrav1.RedfishHost{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", Finalizers: []string{Finalizer}},
+				Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
+			}
+			claimOf(infrav1.HostStateProvisioning)(h)
+			h.Status.RegisteredAddress = h.Spec.BMC.Address
+			c := newFakeClient(t, h, nil)
+			f := &fakeBMC{power: bmc.PowerOff}
+			f.preparing = func() {
+				other := &infrav1.RedfishHost{}
+				if err := c.Get(t.Context(), client.ObjectKeyFromObject(h), other); err != nil {
+					t.Fatal(err)
+				}
+				tc.change(other)
+				if err := c.Update(t.Context(), other); err != nil { // the spec (the answer resets the status)
+					t.Fatal(err)
+				}
+				tc.change(other)
+				if err := c.Status().Update(t.Context(), other); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := &Reconciler{Client: c, APIReader: c, BMCs: fakeBMCs{bmc: f}, SeedBaseURL: "http://seed.example",
+				PollInterval: 2 * time.Second, RetryInterval: 30 * time.Second, CheckInterval: time.Minute, OrphanGracePeriod: 2 * time.Minute, RestoreGracePeriod: 2 * time.Minute}
+			req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
+			for range 2 { // the Paused condition, then the provisioning round
+				if _, err := r.Reconcile(t.Context(), req); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if slices.Contains(f.calls, "Reset(On)") {
+				t.Errorf("BMC calls %v: powered on after the change", f.calls)
+			}
+		})
+	}
+}
+
+// A boot that could not be stored is not sent: a power-on without status.bootIssuedAt could be
+// followed by a second boot of the same claim.
+func TestNoPowerOnWhenTheBootCouldNotBeStored(t *testing.T) {
+	h := &infrav1.RedfishHost{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", Finalizers: []string{Finalizer}},
+		Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
+	}
+	claimOf(infrav1.HostStateProvisioning)(h)
+	h.Status.RegisteredAddress = h.Spec.BMC.Address
+	c := &writeLog{Client: newFakeClient(t, h, nil)}
+	f := &fakeBMC{power: bmc.PowerOff}
+	r := &Reconciler{Client: c, APIReader: c, BMCs: fakeBMCs{bmc: f}, SeedBaseURL: "http://seed.example",
+		PollInterval: 2 * time.Second, RetryInterval: 30 * time.Second, CheckInterval: time.Minute, OrphanGracePeriod: 2 * time.Minute, RestoreGracePeriod: 2 * time.Minute}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
+	if _, err := r.Reconcile(t.Context(), req); err != nil { // the Paused condition
+		t.Fatal(err)
+	}
+	c.statusErr = errors.New("etcd is unavailable")
+	if _, err := r.Reconcile(t.Context(), req); err == nil {
+		t.Error("the round reported no error")
+	}
+	if slices.Contains(f.calls, "Reset(On)") {
+		t.Errorf("BMC calls %v: powered on with the boot not stored", f.calls)
 	}
 }
