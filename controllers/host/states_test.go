@@ -883,12 +883,7 @@ func TestANewHostIsRegisteredAndInspectedInTheRoundThatStoresItsFinalizer(t *tes
 // (status.bootIssuedAt: a server is never booted twice for a claim, whatever happens to the
 // power-on's answer); a round after its own write cost every replacement in a rolling update.
 func TestTheProvisioningPowerOnIsSentOnceTheBootIsStoredInTheSameRound(t *testing.T) {
-	h := &infrav1.RedfishHost{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", Finalizers: []string{Finalizer}},
-		Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
-	}
-	claimOf(infrav1.HostStateAvailable)(h)
-	h.Status.RegisteredAddress = h.Spec.BMC.Address
+	h := claimedHost(infrav1.HostStateAvailable)
 	c := newFakeClient(t, h, nil)
 	f := &fakeBMC{power: bmc.PowerOff}
 	f.resetting = func() {
@@ -897,8 +892,7 @@ func TestTheProvisioningPowerOnIsSentOnceTheBootIsStoredInTheSameRound(t *testin
 			t.Errorf("power-on sent before the boot was stored (%v; stored: state %q, bootIssuedAt %v)", err, stored.Status.State, stored.Status.BootIssuedAt)
 		}
 	}
-	r := &Reconciler{Client: c, APIReader: c, BMCs: fakeBMCs{bmc: f}, SeedBaseURL: "http://seed.example",
-		PollInterval: 2 * time.Second, RetryInterval: 30 * time.Second, CheckInterval: time.Minute, OrphanGracePeriod: 2 * time.Minute, RestoreGracePeriod: 2 * time.Minute}
+	r := reconcilerFor(c, f)
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
 	if _, err := r.Reconcile(t.Context(), req); err != nil { // the Paused condition
 		t.Fatal(err)
@@ -934,12 +928,7 @@ func TestAChangeWhileTheBootIsPreparedComesBeforeThePowerOn(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &infrav1.RedfishHost{
-				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", Finalizers: []string{Finalizer}},
-				Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
-			}
-			claimOf(infrav1.HostStateProvisioning)(h)
-			h.Status.RegisteredAddress = h.Spec.BMC.Address
+			h := claimedHost(infrav1.HostStateProvisioning)
 			c := newFakeClient(t, h, nil)
 			f := &fakeBMC{power: bmc.PowerOff}
 			f.preparing = func() {
@@ -956,8 +945,7 @@ func TestAChangeWhileTheBootIsPreparedComesBeforeThePowerOn(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			r := &Reconciler{Client: c, APIReader: c, BMCs: fakeBMCs{bmc: f}, SeedBaseURL: "http://seed.example",
-				PollInterval: 2 * time.Second, RetryInterval: 30 * time.Second, CheckInterval: time.Minute, OrphanGracePeriod: 2 * time.Minute, RestoreGracePeriod: 2 * time.Minute}
+			r := reconcilerFor(c, f)
 			req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
 			for range 2 { // the Paused condition, then the provisioning round
 				if _, err := r.Reconcile(t.Context(), req); err != nil {
@@ -974,16 +962,10 @@ func TestAChangeWhileTheBootIsPreparedComesBeforeThePowerOn(t *testing.T) {
 // A boot that could not be stored is not sent: a power-on without status.bootIssuedAt could be
 // followed by a second boot of the same claim.
 func TestNoPowerOnWhenTheBootCouldNotBeStored(t *testing.T) {
-	h := &infrav1.RedfishHost{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", Finalizers: []string{Finalizer}},
-		Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
-	}
-	claimOf(infrav1.HostStateProvisioning)(h)
-	h.Status.RegisteredAddress = h.Spec.BMC.Address
+	h := claimedHost(infrav1.HostStateProvisioning)
 	c := &writeLog{Client: newFakeClient(t, h, nil)}
 	f := &fakeBMC{power: bmc.PowerOff}
-	r := &Reconciler{Client: c, APIReader: c, BMCs: fakeBMCs{bmc: f}, SeedBaseURL: "http://seed.example",
-		PollInterval: 2 * time.Second, RetryInterval: 30 * time.Second, CheckInterval: time.Minute, OrphanGracePeriod: 2 * time.Minute, RestoreGracePeriod: 2 * time.Minute}
+	r := reconcilerFor(c, f)
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
 	if _, err := r.Reconcile(t.Context(), req); err != nil { // the Paused condition
 		t.Fatal(err)
@@ -995,4 +977,21 @@ func TestNoPowerOnWhenTheBootCouldNotBeStored(t *testing.T) {
 	if slices.Contains(f.calls, "Reset(On)") {
 		t.Errorf("BMC calls %v: powered on with the boot not stored", f.calls)
 	}
+}
+
+// claimedHost is a registered host with the finalizer, claimed by m1, in state.
+func claimedHost(state infrav1.HostState) *infrav1.RedfishHost {
+	h := &infrav1.RedfishHost{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", Finalizers: []string{Finalizer}},
+		Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
+	}
+	claimOf(state)(h)
+	h.Status.RegisteredAddress = h.Spec.BMC.Address
+	return h
+}
+
+// reconcilerFor is the host controller on client c and BMC f, at the default intervals.
+func reconcilerFor(c client.Client, f *fakeBMC) *Reconciler {
+	return &Reconciler{Client: c, APIReader: c, BMCs: fakeBMCs{bmc: f}, SeedBaseURL: "http://seed.example",
+		PollInterval: 2 * time.Second, RetryInterval: 30 * time.Second, CheckInterval: time.Minute, OrphanGracePeriod: 2 * time.Minute, RestoreGracePeriod: 2 * time.Minute}
 }
