@@ -151,6 +151,11 @@ type Target struct {
 	// BasicAuth sends the credentials with every request (HTTP Basic) instead of creating a
 	// Redfish session: for BMCs whose few sessions other tools use up.
 	BasicAuth bool
+	// Owner names the object the client serves (the RedfishHost's UID). The pool never hands one
+	// owner's client to another at the same address: a host re-created there after the old one
+	// was removed by force may face another BMC (a reassigned IP), whose session and service
+	// layout (e.g. where its session collection is) the old client does not know.
+	Owner string
 }
 
 type client struct {

@@ -296,6 +296,40 @@ func TestPoolReplacesClientWhenCredentialsChange(t *testing.T) {
 	})
 }
 
+// Another server at a BMC address the pool knows (a reassigned IP, the same factory credentials)
+// serves a new owner: its client logs in where that BMC keeps its sessions, not where the old one
+// did (bladed keeps them at /redfish/v1/Sessions).
+func TestAnotherOwnerAtTheSameAddressGetsItsOwnClient(t *testing.T) {
+	ctx := context.Background()
+	old := newSim(t, simulator.Config{Profile: simulator.Profiles["bladed"]})
+	pool := NewPool(Options{})
+	tg := target(old)
+	tg.Owner = "host-a"
+	a, err := settle(t, pool, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	s := newSim(t, simulator.Config{ID: "second", Listen: strings.TrimPrefix(old.URL(), "http://")})
+	tg.Owner = "host-b"
+	b, err := settle(t, pool, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == b {
+		t.Fatal("the new owner got the old owner's client")
+	}
+	if err := b.Check(ctx); err != nil {
+		t.Fatalf("the new owner's client on the new BMC: %v", err)
+	}
+	if n := s.ActiveSessions(); n != 1 {
+		t.Errorf("sessions on the new BMC: %d, want 1", n)
+	}
+}
+
 func TestTaskStatusFollowsRedfishMonitorsToTheirEnd(t *testing.T) {
 	s := newSim(t, simulator.Config{EraseDuration: 100 * time.Millisecond})
 	c := connectTo(t, s, Options{})

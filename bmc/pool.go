@@ -10,7 +10,7 @@ import (
 
 // Pool keeps one Client per BMC address for the life of the manager, so reconciles reuse the
 // BMC's Redfish session instead of logging in each time. A client is replaced when the
-// credentials or TLS settings for its address change (its old session is logged out).
+// credentials, TLS settings or owner for its address change (its old session is logged out).
 type Pool struct {
 	opts Options
 
@@ -192,10 +192,11 @@ func logoutSoon(c *client) {
 	c.tr.closeIdle()
 }
 
-// fingerprint identifies the credentials and TLS settings without keeping them in clear.
+// fingerprint identifies the credentials, TLS settings and owner without keeping the credentials
+// in clear.
 func fingerprint(t Target) string {
 	h := sha256.New()
-	for _, part := range [][]byte{[]byte(t.Username), []byte(t.Password), t.CABundle} {
+	for _, part := range [][]byte{[]byte(t.Username), []byte(t.Password), t.CABundle, []byte(t.Owner)} {
 		h.Write([]byte{byte(len(part) >> 24), byte(len(part) >> 16), byte(len(part) >> 8), byte(len(part))})
 		h.Write(part)
 	}

@@ -53,6 +53,9 @@ type Config struct {
 	PoweredOn bool
 	// Profile is the BMC's shape (see Profiles). Zero: the DMTF-like default.
 	Profile Profile
+	// Listen is the TCP address to serve on. Default 127.0.0.1:0 (a free port). A test gives a
+	// stopped server's host:port to put another BMC at its address, as a reassigned IP does.
+	Listen string
 }
 
 // Server is one simulated BMC with the system it manages.
@@ -144,7 +147,10 @@ func New(cfg Config) (*Server, error) {
 		stats:     Stats{Requests: map[string]int{}, Resets: map[string]int{}, Posts: map[string]int{}},
 	}
 	s.srv = httptest.NewUnstartedServer(s.handler())
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	l, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, err
 	}

@@ -566,7 +566,7 @@ func (r *Reconciler) target(ctx context.Context, h *infrav1.RedfishHost) (bmc.Ta
 		return bmc.Target{}, infrav1.CredentialsMissingReason, fmt.Errorf("credentials Secret %s needs non-empty keys \"username\" and \"password\"", h.Spec.BMC.CredentialsName)
 	}
 	t := bmc.Target{Address: h.Spec.BMC.Address, Username: string(user), Password: string(pass), InsecureSkipVerify: h.Spec.BMC.InsecureSkipVerify,
-		BasicAuth: h.Spec.BMC.AuthMethod == infrav1.BMCAuthBasic}
+		BasicAuth: h.Spec.BMC.AuthMethod == infrav1.BMCAuthBasic, Owner: string(h.UID)}
 	if name := h.Spec.BMC.CABundleName; name != "" {
 		ca, err := r.secrets().get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: name})
 		if err != nil {

@@ -133,7 +133,7 @@ func (b *bed) waitHostsAvailable(n int) {
 				available++
 			}
 		}
-		g.Expect(available).To(Equal(n))
+		g.Expect(available).To(Equal(n), b.dump)
 	}).Should(Succeed())
 }
 
