@@ -330,6 +330,33 @@ func TestAnotherOwnerAtTheSameAddressGetsItsOwnClient(t *testing.T) {
 	}
 }
 
+// ForgetOwned drops the client of its owner only: a host removed by force gives its session back,
+// and one created at its address since keeps its own.
+func TestForgetOwnedLeavesAnotherOwnersClient(t *testing.T) {
+	s := newSim(t, simulator.Config{})
+	pool := NewPool(Options{})
+	tg := target(s)
+	tg.Owner = "host-b"
+	if _, err := settle(t, pool, tg); err != nil {
+		t.Fatal(err)
+	}
+	pool.ForgetOwned(tg.Address, "host-a")
+	if n := pool.Len(); n != 1 {
+		t.Fatalf("another owner's forget dropped the client: %d entries", n)
+	}
+	if n := s.ActiveSessions(); n != 1 {
+		t.Fatalf("sessions: %d, want 1", n)
+	}
+	pool.ForgetOwned(tg.Address, "host-b")
+	if n := pool.Len(); n != 0 {
+		t.Errorf("the owner's forget left %d entries", n)
+	}
+	waitFor(t, 5*time.Second, "the owner's session logged out", func() (bool, any) {
+		n := s.ActiveSessions()
+		return n == 0, n
+	})
+}
+
 func TestTaskStatusFollowsRedfishMonitorsToTheirEnd(t *testing.T) {
 	s := newSim(t, simulator.Config{EraseDuration: 100 * time.Millisecond})
 	c := connectTo(t, s, Options{})

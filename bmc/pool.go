@@ -21,6 +21,7 @@ type Pool struct {
 type poolEntry struct {
 	mu          sync.Mutex
 	fingerprint string
+	owner       string // Target.Owner of the client
 	client      *client
 	// breaker outlives failed connects and client replacements: a BMC that never answers opens
 	// it like one that stopped answering, and Get then fails fast instead of holding a worker.
@@ -36,6 +37,7 @@ type poolEntry struct {
 // goroutine so that a BMC that hangs holds no reconcile worker for longer than ConnectWait.
 type dial struct {
 	fingerprint string
+	owner       string
 	done        chan struct{}
 	cancel      context.CancelFunc // stops the attempt (Forget, new credentials)
 	client      *client
@@ -89,7 +91,7 @@ func (p *Pool) Get(ctx context.Context, t Target) (Client, error) {
 			return nil, ErrCircuitOpen
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), p.opts.withDefaults().CallTimeout)
-		d = &dial{fingerprint: fp, done: make(chan struct{}), cancel: cancel}
+		d = &dial{fingerprint: fp, owner: t.Owner, done: make(chan struct{}), cancel: cancel}
 		e.dial = d
 		go p.run(ctx, e, d, t)
 	}
@@ -153,7 +155,7 @@ func (p *Pool) run(ctx context.Context, e *poolEntry, d *dial, t Target) {
 	}
 	d.client = c
 	e.dial = nil
-	e.client, e.fingerprint = c, d.fingerprint
+	e.client, e.fingerprint, e.owner = c, d.fingerprint, d.owner
 }
 
 // Forget drops (and logs out) the client of a BMC, e.g. when its host is deleted.
@@ -167,6 +169,31 @@ func (p *Pool) Forget(address string) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.forget()
+}
+
+// ForgetOwned is Forget when the client (or the connection under way) at address is owner's: a
+// host that vanished without its finalizer gives its BMC session back, and leaves alone the
+// client of a host created at that address since.
+func (p *Pool) ForgetOwned(address, owner string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e, ok := p.entries[address]
+	if !ok {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	owned := e.client != nil && e.owner == owner || e.client == nil && e.dial != nil && e.dial.owner == owner
+	if !owned {
+		return
+	}
+	delete(p.entries, address)
+	e.forget()
+}
+
+// forget marks e out of the pool and logs out what it holds (e.mu held).
+func (e *poolEntry) forget() {
 	e.forgotten = true
 	if e.dial != nil {
 		e.dial.cancel() // an attempt under way stops, and logs out what it made

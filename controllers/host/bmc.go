@@ -29,6 +29,8 @@ type BMCs interface {
 	Get(ctx context.Context, t bmc.Target) (BMC, error)
 	// Forget drops the connection to a BMC address.
 	Forget(address string)
+	// ForgetOwned drops the connection to a BMC address if it serves owner (a host's UID).
+	ForgetOwned(address, owner string)
 }
 
 // FromPool serves BMCs from a bmc.Pool.
@@ -45,3 +47,5 @@ func (p pool) Get(ctx context.Context, t bmc.Target) (BMC, error) {
 }
 
 func (p pool) Forget(address string) { p.p.Forget(address) }
+
+func (p pool) ForgetOwned(address, owner string) { p.p.ForgetOwned(address, owner) }

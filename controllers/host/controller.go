@@ -91,6 +91,9 @@ type Reconciler struct {
 	// missingRequestors remembers, per host, since when each remediation holding a reboot request
 	// on it has been missing (types.NamespacedName -> map[requestor]time.Time).
 	missingRequestors sync.Map
+	// connected remembers, per host, the BMC address and host UID its last connection was made
+	// for: a host that vanishes without its finalizer has its pooled client dropped.
+	connected sync.Map // types.NamespacedName -> connectedTo
 
 	// fresh tells whether the cache has this controller's last write of a host (see read).
 	fresh *fresh.Reads
@@ -231,6 +234,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			r.transitions.Delete(req.NamespacedName)
 			r.lastReset.Delete(req.NamespacedName)
 			r.missingRequestors.Delete(req.NamespacedName)
+			// A host gone without its finalizer (removed by force) gives its BMC session back.
+			if v, ok := r.connected.LoadAndDelete(req.NamespacedName); ok {
+				c := v.(connectedTo)
+				r.BMCs.ForgetOwned(c.address, string(c.uid))
+			}
 			if r.fresh != nil {
 				r.fresh.Forget(req.NamespacedName)
 			}
@@ -625,6 +633,7 @@ func (r *Reconciler) connect(ctx context.Context, s *scope) error {
 		return fail(reason, err)
 	}
 	conditions.Set(h, metav1.Condition{Type: infrav1.BMCReachableCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason})
+	r.connected.Store(client.ObjectKeyFromObject(h), connectedTo{address: t.Address, uid: h.UID})
 	s.bmc, s.power = c, ps
 	h.Status.PowerState = string(ps)
 	return nil
@@ -721,6 +730,12 @@ func (r *Reconciler) now() time.Time {
 		return r.clock()
 	}
 	return time.Now()
+}
+
+// connectedTo is the BMC address a host's last connection was made for, and the host's UID.
+type connectedTo struct {
+	address string
+	uid     types.UID
 }
 
 // sentReset is the last reset a host's BMC accepted.

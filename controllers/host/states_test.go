@@ -107,6 +107,8 @@ func (f fakeBMCs) Get(context.Context, bmc.Target) (BMC, error) {
 }
 func (fakeBMCs) Forget(string) {}
 
+func (fakeBMCs) ForgetOwned(string, string) {}
+
 func claimOf(state infrav1.HostState, mutate ...func(*infrav1.HostClaim)) func(*infrav1.RedfishHost) {
 	return func(h *infrav1.RedfishHost) {
 		h.Status.State = state

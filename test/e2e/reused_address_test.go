@@ -15,9 +15,10 @@ import (
 
 // A BMC address outlives the server behind it: a decommissioned server's host is removed by force
 // (its finalizer dropped, as operators do once a BMC is gone for good) and its IP goes to another
-// server, of another make, with the same factory credentials. The new server's host registers
-// with what its own BMC offers, never with the session and the service layout the provider
-// learned from the old one.
+// server, of another make, with the same factory credentials. The removed host's session is
+// given back to its BMC (small session tables fill up otherwise), and the new server's host
+// registers with what its own BMC offers, never with the session and the service layout the
+// provider learned from the old one.
 var _ = Describe("A BMC address given to another server", Label("reused-address"), func() {
 	It("registers the new server on every BMC profile after the old host was removed without its finalizer", func() {
 		names := simulator.ProfileNames()
@@ -32,6 +33,11 @@ var _ = Describe("A BMC address given to another server", Label("reused-address"
 			Expect(client.IgnoreNotFound(env.Delete(ctx, &h))).To(Succeed())
 		}
 		Eventually(b.hosts).Should(BeEmpty())
+		Eventually(func(g Gomega) {
+			for _, s := range b.fleet.Servers {
+				g.Expect(s.ActiveSessions()).To(BeZero(), "sessions left open on %s (%s)", s.ID(), s.Profile().Name)
+			}
+		}).Should(Succeed(), "a host removed by force gives its BMC session back")
 		b.fleet.Close()
 
 		By("a server of the next profile at each old address, with its host")
