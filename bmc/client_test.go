@@ -355,6 +355,15 @@ func TestForgetOwnedLeavesAnotherOwnersClient(t *testing.T) {
 		n := s.ActiveSessions()
 		return n == 0, n
 	})
+	// An owner whose only attempt failed leaves nothing behind either (its breaker included).
+	tg.Owner, tg.Password = "host-c", "wrong"
+	if _, err := settle(t, pool, tg); !errors.Is(err, ErrAuth) {
+		t.Fatalf("a wrong password: %v, want ErrAuth", err)
+	}
+	pool.ForgetOwned(tg.Address, "host-c")
+	if n := pool.Len(); n != 0 {
+		t.Errorf("the forget of an owner whose attempt failed left %d entries", n)
+	}
 }
 
 func TestTaskStatusFollowsRedfishMonitorsToTheirEnd(t *testing.T) {

@@ -21,7 +21,7 @@ type Pool struct {
 type poolEntry struct {
 	mu          sync.Mutex
 	fingerprint string
-	owner       string // Target.Owner of the client
+	owner       string // Target.Owner of the client, or of the last connection attempt
 	client      *client
 	// breaker outlives failed connects and client replacements: a BMC that never answers opens
 	// it like one that stopped answering, and Get then fails fast instead of holding a worker.
@@ -75,6 +75,8 @@ func (p *Pool) Get(ctx context.Context, t Target) (Client, error) {
 		return e.client, nil
 	}
 	if e.client != nil {
+		// Logged out at the address, whoever answers there now (a reassigned IP: the new BMC
+		// refuses a token it never issued, and nothing else happens).
 		old := e.client
 		e.client = nil
 		go logoutSoon(old)
@@ -92,7 +94,7 @@ func (p *Pool) Get(ctx context.Context, t Target) (Client, error) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), p.opts.withDefaults().CallTimeout)
 		d = &dial{fingerprint: fp, owner: t.Owner, done: make(chan struct{}), cancel: cancel}
-		e.dial = d
+		e.dial, e.owner = d, t.Owner
 		go p.run(ctx, e, d, t)
 	}
 	e.mu.Unlock()
@@ -172,9 +174,9 @@ func (p *Pool) Forget(address string) {
 	e.forget()
 }
 
-// ForgetOwned is Forget when the client (or the connection under way) at address is owner's: a
-// host that vanished without its finalizer gives its BMC session back, and leaves alone the
-// client of a host created at that address since.
+// ForgetOwned is Forget when the client at address (or the last connection attempt, under way
+// or failed) is owner's: a host that vanished without its finalizer gives its BMC session back,
+// and leaves alone the client of a host created at that address since.
 func (p *Pool) ForgetOwned(address, owner string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -184,8 +186,7 @@ func (p *Pool) ForgetOwned(address, owner string) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	owned := e.client != nil && e.owner == owner || e.client == nil && e.dial != nil && e.dial.owner == owner
-	if !owned {
+	if e.owner != owner {
 		return
 	}
 	delete(p.entries, address)

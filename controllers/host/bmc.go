@@ -27,9 +27,8 @@ type BMC interface {
 type BMCs interface {
 	// Get returns the BMC of t, logged in; bmc.ErrConnecting while the connection is being made.
 	Get(ctx context.Context, t bmc.Target) (BMC, error)
-	// Forget drops the connection to a BMC address.
-	Forget(address string)
-	// ForgetOwned drops the connection to a BMC address if it serves owner (a host's UID).
+	// ForgetOwned drops (and logs out) the connection to a BMC address if it serves owner (a
+	// host's UID).
 	ForgetOwned(address, owner string)
 }
 
@@ -45,7 +44,5 @@ func (p pool) Get(ctx context.Context, t bmc.Target) (BMC, error) {
 	}
 	return c, nil
 }
-
-func (p pool) Forget(address string) { p.p.Forget(address) }
 
 func (p pool) ForgetOwned(address, owner string) { p.p.ForgetOwned(address, owner) }

@@ -91,8 +91,8 @@ type Reconciler struct {
 	// missingRequestors remembers, per host, since when each remediation holding a reboot request
 	// on it has been missing (types.NamespacedName -> map[requestor]time.Time).
 	missingRequestors sync.Map
-	// connected remembers, per host, the BMC address and host UID its last connection was made
-	// for: a host that vanishes without its finalizer has its pooled client dropped.
+	// connected remembers, per host name, the BMC address and host UID its last connection was
+	// made for: a host that vanishes without its finalizer has its pooled client dropped.
 	connected sync.Map // types.NamespacedName -> connectedTo
 
 	// fresh tells whether the cache has this controller's last write of a host (see read).
@@ -234,11 +234,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			r.transitions.Delete(req.NamespacedName)
 			r.lastReset.Delete(req.NamespacedName)
 			r.missingRequestors.Delete(req.NamespacedName)
-			// A host gone without its finalizer (removed by force) gives its BMC session back.
-			if v, ok := r.connected.LoadAndDelete(req.NamespacedName); ok {
-				c := v.(connectedTo)
-				r.BMCs.ForgetOwned(c.address, string(c.uid))
-			}
+			r.forgetConnection(req.NamespacedName) // gone without its finalizer (removed by force)
 			if r.fresh != nil {
 				r.fresh.Forget(req.NamespacedName)
 			}
@@ -436,7 +432,7 @@ func (r *Reconciler) reregister(h *infrav1.RedfishHost) bool {
 	if old == h.Spec.BMC.Address || h.Status.Claim != nil {
 		return false
 	}
-	r.BMCs.Forget(old)
+	r.BMCs.ForgetOwned(old, string(h.UID))
 	h.Status.State = infrav1.HostStateRegistering
 	h.Status.RegisteredAddress, h.Status.PowerState, h.Status.Inventory = "", "", nil
 	conditions.Delete(h, infrav1.InspectedCondition)
@@ -541,7 +537,8 @@ func (r *Reconciler) reconcileDelete(h *infrav1.RedfishHost) (ctrl.Result, error
 			Message: fmt.Sprintf("Deletion waits: claimed by %s %s; delete that machine first", c.Consumer.Kind, c.Consumer.Name)})
 		return ctrl.Result{}, nil
 	}
-	r.BMCs.Forget(h.Spec.BMC.Address)
+	r.BMCs.ForgetOwned(h.Spec.BMC.Address, string(h.UID))
+	r.forgetConnection(client.ObjectKeyFromObject(h))
 	r.secrets().forget(client.ObjectKey{Namespace: h.Namespace, Name: h.Spec.BMC.CredentialsName})
 	if name := h.Spec.BMC.CABundleName; name != "" {
 		r.secrets().forget(client.ObjectKey{Namespace: h.Namespace, Name: name})
@@ -607,6 +604,7 @@ func (r *Reconciler) connect(ctx context.Context, s *scope) error {
 	if err != nil {
 		return fail(reason, err)
 	}
+	r.remember(h, t.Address)
 	// The power state read is the reachability check, and the only one a handler needs this round.
 	c, err := r.BMCs.Get(ctx, t)
 	var ps bmc.PowerState
@@ -633,7 +631,6 @@ func (r *Reconciler) connect(ctx context.Context, s *scope) error {
 		return fail(reason, err)
 	}
 	conditions.Set(h, metav1.Condition{Type: infrav1.BMCReachableCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason})
-	r.connected.Store(client.ObjectKeyFromObject(h), connectedTo{address: t.Address, uid: h.UID})
 	s.bmc, s.power = c, ps
 	h.Status.PowerState = string(ps)
 	return nil
@@ -736,6 +733,26 @@ func (r *Reconciler) now() time.Time {
 type connectedTo struct {
 	address string
 	uid     types.UID
+}
+
+// remember records that h connects to address: what the last connection under h's name was made
+// for, if it was another address or another host of that name (deleted and created again), is
+// dropped from the pool.
+func (r *Reconciler) remember(h *infrav1.RedfishHost, address string) {
+	now := connectedTo{address: address, uid: h.UID}
+	if prev, loaded := r.connected.Swap(client.ObjectKeyFromObject(h), now); loaded && prev.(connectedTo) != now {
+		p := prev.(connectedTo)
+		r.BMCs.ForgetOwned(p.address, string(p.uid))
+	}
+}
+
+// forgetConnection drops from the pool what the last connection under key was made for (unless a
+// host created at that address since holds it).
+func (r *Reconciler) forgetConnection(key types.NamespacedName) {
+	if v, ok := r.connected.LoadAndDelete(key); ok {
+		c := v.(connectedTo)
+		r.BMCs.ForgetOwned(c.address, string(c.uid))
+	}
 }
 
 // sentReset is the last reset a host's BMC accepted.

@@ -94,6 +94,8 @@ type fakeBMCs struct {
 	err error
 	// connecting, when set, runs at each connection (a BMC session in the pool).
 	connecting func()
+	// forgot, when set, records each ForgetOwned as "<address> <owner>".
+	forgot *[]string
 }
 
 func (f fakeBMCs) Get(context.Context, bmc.Target) (BMC, error) {
@@ -105,9 +107,11 @@ func (f fakeBMCs) Get(context.Context, bmc.Target) (BMC, error) {
 	}
 	return f.bmc, nil
 }
-func (fakeBMCs) Forget(string) {}
-
-func (fakeBMCs) ForgetOwned(string, string) {}
+func (f fakeBMCs) ForgetOwned(address, owner string) {
+	if f.forgot != nil {
+		*f.forgot = append(*f.forgot, address+" "+owner)
+	}
+}
 
 func claimOf(state infrav1.HostState, mutate ...func(*infrav1.HostClaim)) func(*infrav1.RedfishHost) {
 	return func(h *infrav1.RedfishHost) {
@@ -996,4 +1000,70 @@ func claimedHost(state infrav1.HostState) *infrav1.RedfishHost {
 func reconcilerFor(c client.Client, f *fakeBMC) *Reconciler {
 	return &Reconciler{Client: c, APIReader: c, BMCs: fakeBMCs{bmc: f}, SeedBaseURL: "http://seed.example",
 		PollInterval: 2 * time.Second, RetryInterval: 30 * time.Second, CheckInterval: time.Minute, OrphanGracePeriod: 2 * time.Minute, RestoreGracePeriod: 2 * time.Minute}
+}
+
+// A host removed by force (its finalizer dropped, so its deletion never ran) gives its BMC
+// session back once the controller finds it gone; a host created again under its name, for
+// another BMC, drops the old host's connection when it connects.
+func TestAHostGoneWithoutItsFinalizerGivesItsBMCSessionBack(t *testing.T) {
+	const addr = "redfish://10.0.0.1/redfish/v1/Systems/1"
+	newHost := func(uid types.UID, address string) *infrav1.RedfishHost {
+		return &infrav1.RedfishHost{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", UID: uid},
+			Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: address, CredentialsName: "creds"}},
+		}
+	}
+	h := newHost("uid-1", addr)
+	c := newFakeClient(t, h, nil)
+	var forgot []string
+	r := reconcilerFor(c, &fakeBMC{power: bmc.PowerOff})
+	r.BMCs = fakeBMCs{bmc: &fakeBMC{power: bmc.PowerOff}, forgot: &forgot}
+	key := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
+	for range 2 {
+		if _, err := r.Reconcile(t.Context(), key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(forgot) != 0 {
+		t.Fatalf("forgot %v while the host is registered", forgot)
+	}
+	stored := &infrav1.RedfishHost{}
+	if err := c.Get(t.Context(), key.NamespacedName, stored); err != nil {
+		t.Fatal(err)
+	}
+	stored.Finalizers = nil
+	if err := c.Update(t.Context(), stored); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(t.Context(), stored); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(t.Context(), key); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{addr + " uid-1"}; !slices.Equal(forgot, want) {
+		t.Fatalf("forgot %v after the host vanished, want %v", forgot, want)
+	}
+	if _, err := r.Reconcile(t.Context(), key); err != nil {
+		t.Fatal(err)
+	}
+	if len(forgot) != 1 {
+		t.Errorf("forgot again on a later round: %v", forgot)
+	}
+
+	// Created again under the name, for another BMC, before the controller saw the old one gone.
+	forgot = nil
+	r.connected.Store(key.NamespacedName, connectedTo{address: addr, uid: "uid-1"})
+	const other = "redfish://10.0.0.2/redfish/v1/Systems/1"
+	if err := c.Create(t.Context(), newHost("uid-2", other)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the Paused condition, then the registration
+		if _, err := r.Reconcile(t.Context(), key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{addr + " uid-1"}; !slices.Equal(forgot, want) {
+		t.Errorf("forgot %v when the new host connected, want %v", forgot, want)
+	}
 }

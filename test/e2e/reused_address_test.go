@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/caprf/cluster-api-provider-redfish/internal/dev/sample"
@@ -27,7 +28,10 @@ var _ = Describe("A BMC address given to another server", Label("reused-address"
 
 		By("removing every host by force and stopping its server")
 		for _, h := range b.hosts() {
+			// Paused in the same write that drops the finalizer: the controller neither puts the
+			// finalizer back nor runs the host's deletion (which would log the session out).
 			before := h.DeepCopy()
+			h.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
 			h.Finalizers = nil
 			Expect(env.Patch(ctx, &h, client.MergeFrom(before))).To(Succeed())
 			Expect(client.IgnoreNotFound(env.Delete(ctx, &h))).To(Succeed())
@@ -42,18 +46,24 @@ var _ = Describe("A BMC address given to another server", Label("reused-address"
 
 		By("a server of the next profile at each old address, with its host")
 		fleet := uint16(fleets.Add(1)) //nolint:gosec // far fewer than 65535 beds.
-		for i, old := range b.fleet.Servers {
+		removed := b.fleet
+		b.fleet = &simulator.Fleet{} // what failure messages describe from now on
+		for i, old := range removed.Servers {
 			s, err := simulator.New(simulator.Config{
 				ID: fmt.Sprintf("second-%d", i), Index: i, Fleet: fleet, Profile: simulator.Profiles[names[(i+1)%len(names)]],
 				PowerLatency: 50 * time.Millisecond, Listen: strings.TrimPrefix(old.URL(), "http://"),
 			})
 			Expect(err).NotTo(HaveOccurred())
 			DeferCleanup(s.Close)
+			b.fleet.Servers = append(b.fleet.Servers, s)
 			Expect(s.Address()).To(Equal(old.Address()))
 			creds, h := sample.Host(b.ns, s)
 			Expect(env.Create(ctx, creds)).To(Succeed())
 			Expect(env.Create(ctx, h)).To(Succeed())
 		}
 		b.waitHostsAvailable(len(names))
+		for _, s := range b.fleet.Servers {
+			Expect(s.ActiveSessions()).To(Equal(1), "sessions on %s (%s)", s.ID(), s.Profile().Name)
+		}
 	})
 })
