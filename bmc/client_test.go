@@ -366,6 +366,31 @@ func TestForgetOwnedLeavesAnotherOwnersClient(t *testing.T) {
 	}
 }
 
+// A client the pool dropped (or replaced) that a reconcile still holds opens no new session when
+// used: the call fails as ErrConnecting (ask the pool again) and the BMC keeps no session.
+func TestADroppedClientOpensNoSessionAgain(t *testing.T) {
+	ctx := context.Background()
+	s := newSim(t, simulator.Config{})
+	pool := NewPool(Options{})
+	tg := target(s)
+	tg.Owner = "host-a"
+	held, err := settle(t, pool, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.ForgetOwned(tg.Address, "host-a")
+	waitFor(t, 5*time.Second, "the dropped client logged out", func() (bool, any) {
+		n := s.ActiveSessions()
+		return n == 0, n
+	})
+	if err := held.Check(ctx); !errors.Is(err, ErrConnecting) {
+		t.Errorf("a call on the dropped client = %v, want ErrConnecting", err)
+	}
+	if n := s.ActiveSessions(); n != 0 {
+		t.Errorf("sessions after a call on the dropped client: %d, want 0", n)
+	}
+}
+
 func TestTaskStatusFollowsRedfishMonitorsToTheirEnd(t *testing.T) {
 	s := newSim(t, simulator.Config{EraseDuration: 100 * time.Millisecond})
 	c := connectTo(t, s, Options{})

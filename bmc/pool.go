@@ -160,7 +160,8 @@ func (p *Pool) run(ctx context.Context, e *poolEntry, d *dial, t Target) {
 	e.client, e.fingerprint, e.owner = c, d.fingerprint, d.owner
 }
 
-// Forget drops (and logs out) the client of a BMC, e.g. when its host is deleted.
+// Forget drops (and logs out) the client of a BMC, whoever owns it (the host controller uses
+// ForgetOwned).
 func (p *Pool) Forget(address string) {
 	p.mu.Lock()
 	e, ok := p.entries[address]

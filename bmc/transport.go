@@ -35,6 +35,7 @@ type transport struct {
 	token      string
 	sessionURI string
 	stale      string // URI of a session the BMC refused, deleted once the new one exists
+	closed     bool   // logged out for good (the pool replaced or dropped the client): no new session
 	sessions   string // the session collection (service root Links.Sessions); "" before it was read
 	basicAuth  bool   // the BMC has no SessionService: fall back to HTTP Basic
 
@@ -193,6 +194,14 @@ func (t *transport) ensureSession(ctx context.Context) error {
 	if t.hasAuth() {
 		return nil
 	}
+	t.mu.Lock()
+	closed := t.closed
+	t.mu.Unlock()
+	if closed {
+		// A reconcile still holding a client the pool replaced or dropped would open a session
+		// nobody logs out: it asks the pool again instead.
+		return fmt.Errorf("%w: this BMC client was logged out (replaced or dropped)", ErrConnecting)
+	}
 	payload, _ := json.Marshal(map[string]string{"UserName": t.username, "Password": t.password})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.baseURL+t.sessionsPath(), bytes.NewReader(payload))
 	if err != nil {
@@ -298,7 +307,10 @@ func (t *transport) deleteSession(uri string) {
 
 // logout deletes the session on the BMC, best effort.
 func (t *transport) logout(ctx context.Context) {
+	t.loginMu.Lock() // a login under way ends first, and none starts after
+	defer t.loginMu.Unlock()
 	t.mu.Lock()
+	t.closed = true
 	uri := t.sessionURI
 	t.mu.Unlock()
 	if uri == "" {
