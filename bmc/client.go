@@ -151,10 +151,9 @@ type Target struct {
 	// BasicAuth sends the credentials with every request (HTTP Basic) instead of creating a
 	// Redfish session: for BMCs whose few sessions other tools use up.
 	BasicAuth bool
-	// Owner names the object the client serves (the RedfishHost's UID). The pool never hands one
-	// owner's client to another at the same address: a host re-created there after the old one
-	// was removed by force may face another BMC (a reassigned IP), whose session and service
-	// layout (e.g. where its session collection is) the old client does not know.
+	// Owner names the object the connection is made for (the RedfishHost's UID): Pool.ForgetOwned
+	// drops a client only for the owner whose connection made it, so a host removed by force gives
+	// its session back without taking the client of a host created at its address since.
 	Owner string
 }
 
@@ -215,9 +214,7 @@ func connect(ctx context.Context, t Target, opts Options, br *breaker) (*client,
 			// Listing the systems logged in: a connection retried every reconcile must not
 			// fill the BMC's session table.
 			// The call's context may be what ended (a timeout): log out on one of its own.
-			logoutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.AttemptTimeout)
-			c.close(logoutCtx)
-			cancel()
+			c.close(opts.AttemptTimeout)
 			c.tr.closeIdle()
 			return nil, err
 		}
@@ -279,7 +276,9 @@ func (c *client) Stats() Stats {
 	return Stats{Requests: c.tr.requests.Load(), Logins: c.tr.logins.Load()}
 }
 
-func (c *client) close(ctx context.Context) { c.tr.logout(ctx) }
+// close logs the client's session out (within d once any login under way has ended); the client
+// opens no session after.
+func (c *client) close(d time.Duration) { c.tr.logout(d) }
 
 func (c *client) Check(ctx context.Context) error {
 	ctx, cancel := c.call(ctx)

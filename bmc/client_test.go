@@ -296,10 +296,11 @@ func TestPoolReplacesClientWhenCredentialsChange(t *testing.T) {
 	})
 }
 
-// Another server at a BMC address the pool knows (a reassigned IP, the same factory credentials)
-// serves a new owner: its client logs in where that BMC keeps its sessions, not where the old one
-// did (bladed keeps them at /redfish/v1/Sessions).
-func TestAnotherOwnerAtTheSameAddressGetsItsOwnClient(t *testing.T) {
+// Another server at a BMC address the pool knows (a reassigned IP, the same factory credentials):
+// once the old owner is forgotten, the new owner's client logs in where that BMC keeps its
+// sessions, not where the old one did (bladed keeps them at /redfish/v1/Sessions). Until then
+// the owners share the address's client, as two hosts of one BMC do.
+func TestANewOwnerAtAnAddressGetsAFreshClientOnceTheOldOwnerIsForgotten(t *testing.T) {
 	ctx := context.Background()
 	old := newSim(t, simulator.Config{Profile: simulator.Profiles["bladed"]})
 	pool := NewPool(Options{})
@@ -315,12 +316,20 @@ func TestAnotherOwnerAtTheSameAddressGetsItsOwnClient(t *testing.T) {
 	old.Close()
 	s := newSim(t, simulator.Config{ID: "second", Listen: strings.TrimPrefix(old.URL(), "http://")})
 	tg.Owner = "host-b"
+	if shared, _ := pool.Get(ctx, tg); shared != a {
+		t.Fatal("a second owner with the same credentials must share the address's client")
+	}
+	pool.ForgetOwned(tg.Address, "host-b") // not its entry: nothing happens
+	if pool.Len() != 1 {
+		t.Fatal("a forget by the owner that did not make the client dropped it")
+	}
+	pool.ForgetOwned(tg.Address, "host-a")
 	b, err := settle(t, pool, tg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a == b {
-		t.Fatal("the new owner got the old owner's client")
+		t.Fatal("the new owner got the forgotten owner's client")
 	}
 	if err := b.Check(ctx); err != nil {
 		t.Fatalf("the new owner's client on the new BMC: %v", err)

@@ -45,7 +45,7 @@ func connectTo(t *testing.T, s *simulator.Server, opts Options) *client {
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
-	t.Cleanup(func() { c.close(context.Background()) })
+	t.Cleanup(func() { c.close(5 * time.Second) })
 	return c
 }
 

@@ -10,7 +10,9 @@ import (
 
 // Pool keeps one Client per BMC address for the life of the manager, so reconciles reuse the
 // BMC's Redfish session instead of logging in each time. A client is replaced when the
-// credentials, TLS settings or owner for its address change (its old session is logged out).
+// credentials or TLS settings for its address change (its old session is logged out). An entry
+// belongs to the owner (Target.Owner) whose connection made it: ForgetOwned drops it for that
+// owner only.
 type Pool struct {
 	opts Options
 
@@ -215,17 +217,14 @@ func (p *Pool) Len() int {
 }
 
 func logoutSoon(c *client) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c.close(ctx)
+	c.close(10 * time.Second)
 	c.tr.closeIdle()
 }
 
-// fingerprint identifies the credentials, TLS settings and owner without keeping the credentials
-// in clear.
+// fingerprint identifies the credentials and TLS settings without keeping them in clear.
 func fingerprint(t Target) string {
 	h := sha256.New()
-	for _, part := range [][]byte{[]byte(t.Username), []byte(t.Password), t.CABundle, []byte(t.Owner)} {
+	for _, part := range [][]byte{[]byte(t.Username), []byte(t.Password), t.CABundle} {
 		h.Write([]byte{byte(len(part) >> 24), byte(len(part) >> 16), byte(len(part) >> 8), byte(len(part))})
 		h.Write(part)
 	}

@@ -305,10 +305,13 @@ func (t *transport) deleteSession(uri string) {
 	}
 }
 
-// logout deletes the session on the BMC, best effort.
-func (t *transport) logout(ctx context.Context) {
-	t.loginMu.Lock() // a login under way ends first, and none starts after
+// logout deletes the session on the BMC, best effort, within d from when a login under way has
+// ended (none starts after).
+func (t *transport) logout(d time.Duration) {
+	t.loginMu.Lock()
 	defer t.loginMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
 	t.mu.Lock()
 	t.closed = true
 	uri := t.sessionURI

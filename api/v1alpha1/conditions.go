@@ -53,12 +53,8 @@ const (
 	// BMCBusyReason: the BMC refused a change for now (409, or HPE's "in POST"); retried.
 	BMCBusyReason = "BMCBusy"
 	// BMCConnectingReason: the connection (service root, login) is being made in the background.
-	BMCConnectingReason     = "Connecting"
-	BMCAddressInvalidReason = "InvalidAddress"
-	// BMCAddressInUseReason: another RedfishHost, registered first, has the same BMC address
-	// (admission refuses a second one, bar hosts created at the same moment): this one does not
-	// connect until one of the two is deleted.
-	BMCAddressInUseReason    = "AddressInUse"
+	BMCConnectingReason      = "Connecting"
+	BMCAddressInvalidReason  = "InvalidAddress"
 	CredentialsMissingReason = "CredentialsMissing"
 
 	// ErasingReason: secure erases run on the BMC.

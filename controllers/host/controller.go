@@ -136,9 +136,6 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.RedfishMachine{}, ProviderIDHostIndex, indexProviderIDHost); err != nil {
 		return err
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.RedfishHost{}, BMCAddressIndex, indexBMCAddress); err != nil {
-		return err
-	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.RedfishJob{}, JobHostIndex, IndexJobHost); err != nil {
 		return err
 	}
@@ -188,51 +185,6 @@ func (r *Reconciler) jobToHost(ctx context.Context, o client.Object) []reconcile
 		return nil // nothing waited for the job, nothing to restore
 	}
 	return []reconcile.Request{{NamespacedName: key}}
-}
-
-// BMCAddressIndex indexes RedfishHosts by spec.bmc.address.
-const BMCAddressIndex = "caprf.spec.bmc.address"
-
-func indexBMCAddress(o client.Object) []string {
-	if h, ok := o.(*infrav1.RedfishHost); ok && h.Spec.BMC.Address != "" {
-		return []string{h.Spec.BMC.Address}
-	}
-	return nil
-}
-
-// addressTakenBy names the RedfishHost that holds h's BMC address: one with the same address,
-// registered first (created earlier; by namespace and name at the same second), that the API
-// server still has. The pool keeps one client per address: two hosts would replace each other's
-// session on every round. "" when h is the only one, or the first.
-func (r *Reconciler) addressTakenBy(ctx context.Context, h *infrav1.RedfishHost) (string, error) {
-	hosts := &infrav1.RedfishHostList{}
-	if err := r.Client.List(ctx, hosts, client.MatchingFields{BMCAddressIndex: h.Spec.BMC.Address}); err != nil {
-		return "", err
-	}
-	first := func(a, b *infrav1.RedfishHost) bool {
-		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-			return a.CreationTimestamp.Before(&b.CreationTimestamp)
-		}
-		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
-	}
-	for i := range hosts.Items {
-		o := &hosts.Items[i]
-		if o.UID == h.UID || !first(o, h) {
-			continue
-		}
-		// The cache may still have a host removed a moment ago: the API server decides.
-		now := &infrav1.RedfishHost{}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(o), now); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return "", err
-		}
-		if now.UID == o.UID && now.Spec.BMC.Address == h.Spec.BMC.Address {
-			return o.Namespace + "/" + o.Name, nil
-		}
-	}
-	return "", nil
 }
 
 // ProviderIDHostIndex indexes RedfishMachines by the host their spec.providerID names.
@@ -654,12 +606,6 @@ func (r *Reconciler) connect(ctx context.Context, s *scope) error {
 	t, reason, err := r.target(ctx, h)
 	if err != nil {
 		return fail(reason, err)
-	}
-	if other, err := r.addressTakenBy(ctx, h); err != nil || other != "" {
-		if err != nil {
-			return err
-		}
-		return fail(infrav1.BMCAddressInUseReason, fmt.Errorf("RedfishHost %s, registered first, has this BMC address; one server is registered once: delete this host or that one", other))
 	}
 	r.remember(h, t.Address)
 	// The power state read is the reachability check, and the only one a handler needs this round.

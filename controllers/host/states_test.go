@@ -563,8 +563,7 @@ func newFakeClient(t *testing.T, h *infrav1.RedfishHost, mutateRM func(*infrav1.
 		&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1"}},
 	}
 	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&infrav1.RedfishHost{}).
-		WithIndex(&infrav1.RedfishMachine{}, ProviderIDHostIndex, indexProviderIDHost).WithIndex(&infrav1.RedfishJob{}, JobHostIndex, IndexJobHost).
-		WithIndex(&infrav1.RedfishHost{}, BMCAddressIndex, indexBMCAddress).Build()
+		WithIndex(&infrav1.RedfishMachine{}, ProviderIDHostIndex, indexProviderIDHost).WithIndex(&infrav1.RedfishJob{}, JobHostIndex, IndexJobHost).Build()
 }
 
 // A machine that claimed an Available host while the host controller was restoring another
@@ -1111,66 +1110,5 @@ func TestDeletionAndANewAddressForgetOnlyTheHostsOwnClient(t *testing.T) {
 	reconcile()
 	if !slices.Contains(forgot, other+" uid-1") || slices.ContainsFunc(forgot, func(f string) bool { return !strings.HasSuffix(f, " uid-1") }) {
 		t.Errorf("forgot %v on deletion, want %q and only the host's own", forgot, other+" uid-1")
-	}
-}
-
-// Two hosts at one BMC address (created at the same moment, which admission cannot see): the one
-// registered first keeps the BMC; the other says which host has it and does not connect (the
-// pool's one client per address would go back and forth between them) until that host is gone.
-func TestTheSecondHostAtABMCAddressWaitsForTheFirstToGo(t *testing.T) {
-	const addr = "redfish://10.0.0.1/redfish/v1/Systems/1"
-	at := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
-	first := &infrav1.RedfishHost{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", UID: "uid-1", CreationTimestamp: at},
-		Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: addr, CredentialsName: "creds"}},
-	}
-	c := newFakeClient(t, first, nil)
-	second := first.DeepCopy()
-	second.Name, second.UID, second.ResourceVersion = "h0", "uid-2", "" // sorts first by name: created later decides
-	second.CreationTimestamp = metav1.NewTime(at.Add(time.Second))
-	if err := c.Create(t.Context(), second); err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeBMC{power: bmc.PowerOff}
-	connections := 0
-	r := reconcilerFor(c, f)
-	r.BMCs = fakeBMCs{bmc: f, connecting: func() { connections++ }}
-	round := func(name string) *infrav1.RedfishHost {
-		t.Helper()
-		if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}}); err != nil {
-			t.Fatal(err)
-		}
-		got := &infrav1.RedfishHost{}
-		if err := c.Get(t.Context(), types.NamespacedName{Namespace: "ns", Name: name}, got); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	round("h0")
-	got := round("h0")
-	cond := conditions.Get(got, infrav1.BMCReachableCondition)
-	if cond == nil || cond.Reason != infrav1.BMCAddressInUseReason || !strings.Contains(cond.Message, "ns/h1") || got.Status.State == infrav1.HostStateAvailable {
-		t.Fatalf("second host: state %q, BMCReachable %+v; want not Available, AddressInUse naming ns/h1", got.Status.State, cond)
-	}
-	if connections != 0 {
-		t.Errorf("the second host connected %d times", connections)
-	}
-	round("h1")
-	if got := round("h1"); got.Status.State != infrav1.HostStateAvailable {
-		t.Errorf("first host: %q, want Available", got.Status.State)
-	}
-	h1 := &infrav1.RedfishHost{}
-	if err := c.Get(t.Context(), types.NamespacedName{Namespace: "ns", Name: "h1"}, h1); err != nil {
-		t.Fatal(err)
-	}
-	h1.Finalizers = nil
-	if err := c.Update(t.Context(), h1); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Delete(t.Context(), h1); err != nil {
-		t.Fatal(err)
-	}
-	if got := round("h0"); got.Status.State != infrav1.HostStateAvailable {
-		t.Errorf("second host once the first is gone: %q, want Available", got.Status.State)
 	}
 }
