@@ -245,12 +245,15 @@ func (e *Environment) startManager() error {
 		cfg.QPS, cfg.Burst = e.opts.QPS, e.opts.Burst
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  e.scheme,
-		Metrics:                 metricsserver.Options{BindAddress: cmp.Or(e.opts.MetricsBindAddress, "0")},
-		HealthProbeBindAddress:  "0",
-		Cache:                   setup.ManagerCacheOptions(e.scheme, controllerName, "", 10*time.Minute),
-		Client:                  setup.ManagerClientOptions(),
-		GracefulShutdownTimeout: ptr.To(30 * time.Second),
+		Scheme:                 e.scheme,
+		Metrics:                metricsserver.Options{BindAddress: cmp.Or(e.opts.MetricsBindAddress, "0")},
+		HealthProbeBindAddress: "0",
+		Cache:                  setup.ManagerCacheOptions(e.scheme, controllerName, "", 10*time.Minute),
+		Client:                 setup.ManagerClientOptions(),
+		// Short: a restart hits controller-runtime's priority-queue shutdown block (see
+		// RestartManager) nearly every time, and waits this long for it; reconciles still running
+		// then are waited for on their own.
+		GracefulShutdownTimeout: ptr.To(shutdownTimeout),
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host:    e.env.WebhookInstallOptions.LocalServingHost,
 			Port:    e.env.WebhookInstallOptions.LocalServingPort,
@@ -330,15 +333,15 @@ func (e *Environment) stopManager() error {
 // starts a new one against the same API server. The Client, Manager and ClusterCache fields then
 // belong to the new manager: nothing may use the environment while it restarts.
 //
-// A manager that does not stop within its graceful shutdown timeout fails the restart, unless
-// what is left is one of two shutdown blocks of the libraries, each a goroutine blocked for good
-// that acts on nothing: CAPI v1.14.2's ClusterCache sending a Cluster event to a controller that
+// A manager that does not stop within its graceful shutdown timeout fails the restart, unless,
+// once the reconciles it still runs have ended, what is left is one of two shutdown blocks of the
+// libraries, each a goroutine blocked for good that acts on nothing: CAPI v1.14.2's ClusterCache sending a Cluster event to a controller that
 // never started reading it (drainingSources covers those that did), and controller-runtime
 // v0.24.1's priority queue handing an item to workers that stopped while a worker that finished
 // its reconcile waits for the queue's lock to mark it done.
 func (e *Environment) RestartManager() error {
 	if err := e.stopManager(); err != nil {
-		if !errors.Is(err, context.DeadlineExceeded) || !onlyKnownShutdownBlocks() {
+		if !errors.Is(err, context.DeadlineExceeded) || !knownShutdownBlocksOnceReconcilesEnd(reconcileDrain) {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "testenv: restarting although the old manager is stuck in a known library shutdown block: %v\n", err)
@@ -346,9 +349,31 @@ func (e *Environment) RestartManager() error {
 	return e.startManager()
 }
 
+const (
+	// shutdownTimeout is the test managers' graceful shutdown timeout.
+	shutdownTimeout = 5 * time.Second
+	// reconcileDrain is how long, past shutdownTimeout, a restart waits for reconciles of the old
+	// manager that still run (a restarted process's would have had the 30 s a manager has by
+	// default).
+	reconcileDrain = 25 * time.Second
+)
+
+// knownShutdownBlocksOnceReconcilesEnd waits up to d for the reconciles still running to end, and
+// then says whether only the known shutdown blocks are left.
+func knownShutdownBlocksOnceReconcilesEnd(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		ok, running := onlyKnownShutdownBlocks()
+		if !running || time.Now().After(deadline) {
+			return ok
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // onlyKnownShutdownBlocks says whether goroutines are stuck in the known shutdown blocks and no
-// reconcile is still running.
-func onlyKnownShutdownBlocks() bool {
+// reconcile is still running, and whether one is.
+func onlyKnownShutdownBlocks() (ok, reconciling bool) {
 	var b strings.Builder
 	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
 	stuck := false
@@ -362,10 +387,10 @@ func onlyKnownShutdownBlocks() bool {
 			strings.Contains(g, "priorityqueue.(*priorityqueue[...]).handleReadyItems") && strings.Contains(firstLine(g), "[chan send"):
 			stuck = true
 		case strings.Contains(g, "reconcileHandler"):
-			return false
+			return false, true
 		}
 	}
-	return stuck
+	return stuck, false
 }
 
 // firstLine is a goroutine's header in a dump: "goroutine 7 [chan send, 2 minutes]:".
