@@ -23,6 +23,9 @@ const (
 type BootEvent struct {
 	ServerID string
 	Time     time.Time
+	// PowerOnAt is when the power-on that led to this boot began: when it was accepted, or, for a
+	// restart of a server that was on, when its power-off ended.
+	PowerOnAt time.Time
 	// Target is the effective boot source: None (disk/default), Pxe, Cd, Hdd, UefiHttp, BiosSetup.
 	Target string
 	// Mode is UEFI or Legacy.
@@ -63,6 +66,7 @@ type systemState struct {
 	bootProgress   string
 	bootProgressAt time.Time // when bootProgress was entered (BootProgress.LastStateTime)
 	powerOns       int       // counts power-ons: a POST ending applies only to the boot it belongs to
+	powerOnAt      time.Time // when the last power-on was accepted
 	offSince       time.Time // when the last power-off completed (PowerOnRefusedAfterOff)
 	boot           bootOverride
 	media          []*mediaSlot // virtual media slots; the first is the CD
@@ -368,6 +372,7 @@ func (s *Server) reset(resetType string) (int, string) {
 func (s *Server) powerOn(lat time.Duration) {
 	s.state.power = PowerPoweringOn
 	s.state.powerOns++
+	s.state.powerOnAt = time.Now()
 	s.state.postUntil = time.Now().Add(lat + s.cfg.Profile.BootLockedDuringPOST)
 	s.after(lat, s.booted)
 }
@@ -388,7 +393,7 @@ func (s *Server) booted() {
 	}
 	s.after(post, func() { s.post(boot, setup) })
 
-	ev := BootEvent{ServerID: s.cfg.ID, Time: time.Now(), Target: "None", Mode: st.boot.mode, MACs: append([]string(nil), st.macs...)}
+	ev := BootEvent{ServerID: s.cfg.ID, Time: time.Now(), PowerOnAt: st.powerOnAt, Target: "None", Mode: st.boot.mode, MACs: append([]string(nil), st.macs...)}
 	if st.boot.enabled != "Disabled" {
 		ev.Target = st.boot.target
 		if st.boot.enabled == "Once" {

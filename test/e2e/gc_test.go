@@ -136,11 +136,7 @@ var _ = Describe("Garbage collection", Label("gc"), func() {
 		}).Should(Succeed())
 
 		By("removing the RedfishMachine's finalizer by hand and deleting it: its controller cleans nothing up")
-		Expect(env.Get(ctx, client.ObjectKeyFromObject(rm), rm)).To(Succeed())
-		before := rm.DeepCopy()
-		rm.Finalizers = nil
-		Expect(env.Patch(ctx, rm, client.MergeFrom(before))).To(Succeed())
-		Expect(env.Delete(ctx, rm)).To(Succeed())
+		deleteWithoutFinalizers(client.ObjectKeyFromObject(rm), rm)
 		Eventually(func(g Gomega) {
 			err := env.Get(ctx, seedKey, &corev1.Secret{})
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "seed Secret (bootstrap data and token) still there: %v", err)

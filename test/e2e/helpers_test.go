@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -287,4 +288,21 @@ func (b *bed) waitControlPlaneInitialized() {
 		g.Expect(env.Get(ctx, client.ObjectKeyFromObject(b.cluster), b.cluster)).To(Succeed())
 		g.Expect(conditions.IsTrue(b.cluster, clusterv1.ClusterControlPlaneInitializedCondition)).To(BeTrue(), func() string { return b.dump() })
 	}, 3*time.Minute).Should(Succeed())
+}
+
+// deleteWithoutFinalizers removes obj's finalizers by hand and deletes it, as an operator clearing
+// a stuck object does, and waits until it is gone. A controller adds its finalizer back to an
+// object it sees without one: the deletion goes through only on the version without finalizers,
+// else the object would be deleted the ordinary way, its controller cleaning up.
+func deleteWithoutFinalizers(key client.ObjectKey, obj client.Object) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		g.Expect(env.Get(ctx, key, obj)).To(Succeed())
+		before := obj.DeepCopyObject().(client.Object)
+		obj.SetFinalizers(nil)
+		g.Expect(env.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))).To(Succeed())
+		rv := obj.GetResourceVersion()
+		g.Expect(env.Delete(ctx, obj, client.Preconditions{ResourceVersion: &rv})).To(Succeed())
+	}).Should(Succeed())
+	Eventually(func() bool { return apierrors.IsNotFound(env.Get(ctx, key, obj)) }).Should(BeTrue())
 }

@@ -3,7 +3,6 @@ package e2e
 import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
@@ -23,12 +22,8 @@ var _ = Describe("Orphaned claims", Label("orphan-claim"), func() {
 
 		By("removing the RedfishMachine's finalizer by hand and deleting it: the host keeps a claim nobody holds")
 		rm := &infrav1.RedfishMachine{}
-		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: machine.Spec.InfrastructureRef.Name}, rm)).To(Succeed())
-		before := rm.DeepCopy()
-		rm.Finalizers = nil
-		Expect(env.Patch(ctx, rm, client.MergeFrom(before))).To(Succeed())
-		Expect(env.Delete(ctx, rm)).To(Succeed())
-		Eventually(func() bool { return apierrors.IsNotFound(env.Get(ctx, client.ObjectKeyFromObject(rm), rm)) }).Should(BeTrue())
+		key := client.ObjectKey{Namespace: b.ns, Name: machine.Spec.InfrastructureRef.Name}
+		deleteWithoutFinalizers(key, rm)
 
 		By("CAPI replacing the Machine: the new nodeReuse Machine waits for the owner's host, which is released")
 		Expect(env.Delete(ctx, &machine)).To(Succeed())

@@ -468,7 +468,7 @@ func (r *run) booted(p *Phase) []int {
 	var out []int
 	for i, s := range r.fleet.Servers {
 		for _, b := range r.tl.boots[s.ID()] {
-			if !b.Before(p.start) && !b.After(p.end) {
+			if !b.at.Before(p.start) && !b.at.After(p.end) {
 				out = append(out, i)
 				break
 			}

@@ -23,7 +23,7 @@ import (
 type timeline struct {
 	mu       sync.Mutex
 	machines map[string]*machineTimes // by RedfishMachine name (= Machine name for MachineSets)
-	boots    map[string][]time.Time   // server ID → boots
+	boots    map[string][]boot        // server ID → boots
 	holder   map[string]string        // host → the machine whose claim it last carried
 }
 
@@ -38,7 +38,7 @@ type machineTimes struct {
 }
 
 func newTimeline() *timeline {
-	return &timeline{machines: map[string]*machineTimes{}, boots: map[string][]time.Time{}, holder: map[string]string{}}
+	return &timeline{machines: map[string]*machineTimes{}, boots: map[string][]boot{}, holder: map[string]string{}}
 }
 
 func (t *timeline) machine(name string) *machineTimes {
@@ -61,7 +61,7 @@ func (t *timeline) watch(ctx context.Context, c cache.Cache, fleet *simulator.Fl
 	fleet.OnBoot(func(e simulator.BootEvent) {
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		t.boots[e.ServerID] = append(t.boots[e.ServerID], e.Time)
+		t.boots[e.ServerID] = append(t.boots[e.ServerID], boot{at: e.Time, powerOn: e.PowerOnAt})
 	})
 	handlers := map[client.Object]func(obj any){
 		&clusterv1.Machine{}: func(obj any) {
@@ -166,6 +166,10 @@ func (t *timeline) deleted(obj any) {
 	setOnce(&t.machine(m.Spec.InfrastructureRef.Name).gone, now)
 }
 
+// boot is a server's boot as the simulator reported it: when it powered on (its boot started)
+// and when that power-on began.
+type boot struct{ at, powerOn time.Time }
+
 // split is the per-machine breakdown of the machines created in [from, to).
 type split struct {
 	Machines int `json:"machines"`
@@ -179,8 +183,10 @@ type split struct {
 	Provider stat `json:"provider"`
 	// ProviderOverhead: Provider minus the simulated power-on latency and OS boot time.
 	ProviderOverhead stat `json:"providerOverhead"`
-	// PoweredOn: host claimed → the server finished powering on (its boot started).
-	PoweredOn stat `json:"poweredOn"`
+	// PoweredOn: host claimed → the server finished powering on (its boot started); PowerOnSent:
+	// host claimed → the BMC accepted the power-on (the boot prepared: media, boot override).
+	PoweredOn   stat `json:"poweredOn"`
+	PowerOnSent stat `json:"powerOnSent"`
 	// NodeToRunning: Node registered → Machine Running (CAPI's Machine controller and ClusterCache).
 	NodeToRunning stat `json:"nodeToRunning"`
 	// Deleted counts the Machines deleted in the window; Deletion is deletion requested → Machine
@@ -220,7 +226,7 @@ func summarize(ds []time.Duration) stat {
 func (t *timeline) split(from, to time.Time, floorPerMachine time.Duration) split {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var created, wait, prov, over, boot, run, del, toInfra, toRelease, toOff, toFree, toGone []time.Duration
+	var created, wait, prov, over, on, sent, run, del, toInfra, toRelease, toOff, toFree, toGone []time.Duration
 	n := 0
 	for _, m := range t.machines {
 		if !m.deleting.Before(from) && m.deleting.Before(to) && !m.gone.IsZero() {
@@ -242,14 +248,15 @@ func (t *timeline) split(from, to time.Time, floorPerMachine time.Duration) spli
 		prov = append(prov, m.node.Sub(m.claimed))
 		over = append(over, m.node.Sub(m.claimed)-floorPerMachine)
 		for _, b := range t.boots[m.host] {
-			if b.After(m.claimed) {
-				boot = append(boot, b.Sub(m.claimed))
+			if b.at.After(m.claimed) {
+				on = append(on, b.at.Sub(m.claimed))
+				sent = append(sent, b.powerOn.Sub(m.claimed))
 				break
 			}
 		}
 		run = append(run, m.running.Sub(m.node))
 	}
 	return split{Machines: n, Created: summarize(created), WaitForHost: summarize(wait), Provider: summarize(prov), ProviderOverhead: summarize(over),
-		PoweredOn: summarize(boot), NodeToRunning: summarize(run), Deleted: len(del), Deletion: summarize(del),
+		PoweredOn: summarize(on), PowerOnSent: summarize(sent), NodeToRunning: summarize(run), Deleted: len(del), Deletion: summarize(del),
 		DeletionSteps: len(toInfra), ToInfraDeletion: summarize(toInfra), ToRelease: summarize(toRelease), ToOff: summarize(toOff), ToFree: summarize(toFree), ToGone: summarize(toGone)}
 }
