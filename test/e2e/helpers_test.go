@@ -290,14 +290,18 @@ func (b *bed) waitControlPlaneInitialized() {
 	}, 3*time.Minute).Should(Succeed())
 }
 
-// deleteWithoutFinalizers removes obj's finalizers by hand and deletes it, as an operator clearing
+// deleteWithoutFinalizers removes all of obj's finalizers by hand and deletes it, as an operator clearing
 // a stuck object does, and waits until it is gone. A controller adds its finalizer back to an
 // object it sees without one: the deletion goes through only on the version without finalizers,
 // else the object would be deleted the ordinary way, its controller cleaning up.
 func deleteWithoutFinalizers(key client.ObjectKey, obj client.Object) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
-		g.Expect(env.Get(ctx, key, obj)).To(Succeed())
+		err := env.Get(ctx, key, obj)
+		if apierrors.IsNotFound(err) {
+			return // deleted by an earlier attempt whose answer was lost
+		}
+		g.Expect(err).To(Succeed())
 		before := obj.DeepCopyObject().(client.Object)
 		obj.SetFinalizers(nil)
 		g.Expect(env.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))).To(Succeed())

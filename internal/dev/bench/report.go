@@ -183,7 +183,7 @@ func (r *Report) WriteTable(w io.Writer) {
 				{"  wait for a host (Machine created → host claimed)", s.WaitForHost},
 				{"  provider: host claimed → Node registered", s.Provider},
 				{"    of which over P+B (the provider's own time)", s.ProviderOverhead},
-				{"    host claimed → power-on accepted by the BMC", s.PowerOnSent},
+				{"    host claimed → power-on began", s.PowerOnSent},
 				{"    host claimed → server powered on", s.PoweredOn},
 				{"  CAPI: Node registered → Machine Running", s.NodeToRunning},
 				{fmt.Sprintf("  old Machine deletion requested → gone (%d)", s.Deleted), s.Deletion},

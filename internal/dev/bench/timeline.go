@@ -184,7 +184,8 @@ type split struct {
 	// ProviderOverhead: Provider minus the simulated power-on latency and OS boot time.
 	ProviderOverhead stat `json:"providerOverhead"`
 	// PoweredOn: host claimed → the server finished powering on (its boot started); PowerOnSent:
-	// host claimed → the BMC accepted the power-on (the boot prepared: media, boot override).
+	// host claimed → the power-on began (the BMC accepted it, the boot prepared: media, boot
+	// override; for a restart, its power-off ended).
 	PoweredOn   stat `json:"poweredOn"`
 	PowerOnSent stat `json:"powerOnSent"`
 	// NodeToRunning: Node registered → Machine Running (CAPI's Machine controller and ClusterCache).
@@ -248,7 +249,9 @@ func (t *timeline) split(from, to time.Time, floorPerMachine time.Duration) spli
 		prov = append(prov, m.node.Sub(m.claimed))
 		over = append(over, m.node.Sub(m.claimed)-floorPerMachine)
 		for _, b := range t.boots[m.host] {
-			if b.at.After(m.claimed) {
+			// The boot whose power-on began after the claim: one already under way is not this
+			// machine's.
+			if !b.powerOn.Before(m.claimed) {
 				on = append(on, b.at.Sub(m.claimed))
 				sent = append(sent, b.powerOn.Sub(m.claimed))
 				break

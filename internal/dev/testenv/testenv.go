@@ -245,15 +245,12 @@ func (e *Environment) startManager() error {
 		cfg.QPS, cfg.Burst = e.opts.QPS, e.opts.Burst
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 e.scheme,
-		Metrics:                metricsserver.Options{BindAddress: cmp.Or(e.opts.MetricsBindAddress, "0")},
-		HealthProbeBindAddress: "0",
-		Cache:                  setup.ManagerCacheOptions(e.scheme, controllerName, "", 10*time.Minute),
-		Client:                 setup.ManagerClientOptions(),
-		// Short: a restart hits controller-runtime's priority-queue shutdown block (see
-		// RestartManager) nearly every time, and waits this long for it; reconciles still running
-		// then are waited for on their own.
-		GracefulShutdownTimeout: ptr.To(shutdownTimeout),
+		Scheme:                  e.scheme,
+		Metrics:                 metricsserver.Options{BindAddress: cmp.Or(e.opts.MetricsBindAddress, "0")},
+		HealthProbeBindAddress:  "0",
+		Cache:                   setup.ManagerCacheOptions(e.scheme, controllerName, "", 10*time.Minute),
+		Client:                  setup.ManagerClientOptions(),
+		GracefulShutdownTimeout: ptr.To(shutdownTimeout), // see stopManager
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host:    e.env.WebhookInstallOptions.LocalServingHost,
 			Port:    e.env.WebhookInstallOptions.LocalServingPort,
@@ -311,13 +308,30 @@ func (e *Environment) startManager() error {
 }
 
 // stopManager stops the manager (letting running reconciles finish) and its ClusterCache.
+//
+// A manager that does not stop within its graceful shutdown timeout fails the stop, unless, once
+// the reconciles it still runs have ended, it left a new goroutine in one of two shutdown blocks
+// of the libraries, each blocked for good and acting on nothing: CAPI v1.14.2's ClusterCache
+// sending a Cluster event to a controller that never started reading it (drainingSources covers
+// those that did), and controller-runtime v0.24.1's priority queue handing an item to workers
+// that stopped while a worker that finished its reconcile waits for the queue's lock to mark it
+// done. Earlier managers' blocked goroutines stay in the process; only new ones count.
 func (e *Environment) stopManager() error {
+	before := shutdownBlocks()
 	e.cancel()
 	var err error
 	select {
 	case err = <-e.done:
 	case <-time.After(45 * time.Second):
 		err = errors.New("manager did not stop within 45s")
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		if blockErr := knownShutdownBlockOnceReconcilesEnd(before, reconcileDrain); blockErr != nil {
+			err = fmt.Errorf("%w; %w", err, blockErr)
+		} else {
+			fmt.Fprintf(os.Stderr, "testenv: the manager stopped in a known library shutdown block: %v\n", err)
+			err = nil
+		}
 	}
 	e.stopSources()
 	// The ClusterCache's workload-cluster caches outlive the manager (they run on their own
@@ -331,66 +345,94 @@ func (e *Environment) stopManager() error {
 // RestartManager stops the manager (the CAPI controllers, webhooks and the provider, as a
 // restarted management-cluster process would lose them: caches, queues, in-memory state) and
 // starts a new one against the same API server. The Client, Manager and ClusterCache fields then
-// belong to the new manager: nothing may use the environment while it restarts.
-//
-// A manager that does not stop within its graceful shutdown timeout fails the restart, unless,
-// once the reconciles it still runs have ended, what is left is one of two shutdown blocks of the
-// libraries, each a goroutine blocked for good that acts on nothing: CAPI v1.14.2's ClusterCache sending a Cluster event to a controller that
-// never started reading it (drainingSources covers those that did), and controller-runtime
-// v0.24.1's priority queue handing an item to workers that stopped while a worker that finished
-// its reconcile waits for the queue's lock to mark it done.
+// belong to the new manager: nothing may use the environment while it restarts. See stopManager
+// for a stop that meets a known library shutdown block.
 func (e *Environment) RestartManager() error {
 	if err := e.stopManager(); err != nil {
-		if !errors.Is(err, context.DeadlineExceeded) || !knownShutdownBlocksOnceReconcilesEnd(reconcileDrain) {
-			return err
-		}
-		fmt.Fprintf(os.Stderr, "testenv: restarting although the old manager is stuck in a known library shutdown block: %v\n", err)
+		return err
 	}
 	return e.startManager()
 }
 
 const (
-	// shutdownTimeout is the test managers' graceful shutdown timeout.
+	// shutdownTimeout is the test managers' graceful shutdown timeout. Short: a restart under
+	// load meets the priority queue's shutdown block nearly every time and waits this long.
 	shutdownTimeout = 5 * time.Second
-	// reconcileDrain is how long, past shutdownTimeout, a restart waits for reconciles of the old
-	// manager that still run (a restarted process's would have had the 30 s a manager has by
-	// default).
+	// reconcileDrain is how long, past shutdownTimeout, a stop waits for reconciles of the
+	// manager that still run (their context is cancelled; the manager's caches and webhooks have
+	// been told to stop by then).
 	reconcileDrain = 25 * time.Second
 )
 
-// knownShutdownBlocksOnceReconcilesEnd waits up to d for the reconciles still running to end, and
-// then says whether only the known shutdown blocks are left.
-func knownShutdownBlocksOnceReconcilesEnd(d time.Duration) bool {
+// knownShutdownBlockOnceReconcilesEnd waits up to d for the reconciles still running to end, and
+// then says (nil) whether a goroutine not in before is stuck in a known shutdown block.
+func knownShutdownBlockOnceReconcilesEnd(before map[string]bool, d time.Duration) error {
+	return knownShutdownBlockIn(goroutineDump, before, d)
+}
+
+func knownShutdownBlockIn(dump func() string, before map[string]bool, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for {
-		ok, running := onlyKnownShutdownBlocks()
-		if !running || time.Now().After(deadline) {
-			return ok
+		blocks, reconciling := goroutinesAtShutdown(dump())
+		for id := range blocks {
+			if !before[id] && len(reconciling) == 0 {
+				return nil
+			}
+		}
+		switch {
+		case len(reconciling) > 0 && time.Now().After(deadline):
+			return fmt.Errorf("reconciles still running %s later: %s", d, strings.Join(reconciling, "; "))
+		case len(reconciling) == 0:
+			return errors.New("no goroutine in a known library shutdown block: something else did not stop")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// onlyKnownShutdownBlocks says whether goroutines are stuck in the known shutdown blocks and no
-// reconcile is still running, and whether one is.
-func onlyKnownShutdownBlocks() (ok, reconciling bool) {
+// shutdownBlocks names (by goroutine ID) the goroutines stuck in a known shutdown block now.
+func shutdownBlocks() map[string]bool {
+	blocks, _ := goroutinesAtShutdown(goroutineDump())
+	return blocks
+}
+
+// goroutineDump is the stacks of every goroutine of the process.
+func goroutineDump() string {
 	var b strings.Builder
 	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
-	stuck := false
-	for _, g := range strings.Split(b.String(), "\n\n") {
+	return b.String()
+}
+
+// goroutinesAtShutdown names (by goroutine ID) the goroutines of a dump stuck in the known
+// shutdown blocks, and describes (by header and reconciler) those in a reconcile.
+func goroutinesAtShutdown(dump string) (blocks map[string]bool, reconciling []string) {
+	blocks = map[string]bool{}
+	for _, g := range strings.Split(dump, "\n\n") {
+		header := firstLine(g)
 		switch {
-		case strings.Contains(g, "clustercache.(*clusterCache).sendEventsToClusterSources"):
-			stuck = true
-		case strings.Contains(g, "priorityqueue.(*priorityqueue[...]).Done") && !strings.Contains(g, "reconcileHandler"),
+		case strings.Contains(g, "clustercache.(*clusterCache).sendEventsToClusterSources"),
+			strings.Contains(g, "priorityqueue.(*priorityqueue[...]).Done") && !strings.Contains(g, "reconcileHandler"),
 			// handleReadyItems waits in a select in every live queue; only one blocked handing
 			// an item over (a send) is stuck.
-			strings.Contains(g, "priorityqueue.(*priorityqueue[...]).handleReadyItems") && strings.Contains(firstLine(g), "[chan send"):
-			stuck = true
+			strings.Contains(g, "priorityqueue.(*priorityqueue[...]).handleReadyItems") && strings.Contains(header, "[chan send"):
+			id, _, _ := strings.Cut(strings.TrimPrefix(header, "goroutine "), " ")
+			blocks[id] = true
 		case strings.Contains(g, "reconcileHandler"):
-			return false, true
+			reconciling = append(reconciling, header+" in "+reconcilerOf(g))
 		}
 	}
-	return stuck, false
+	return blocks, reconciling
+}
+
+// reconcilerOf is the first function of this project or CAPI in a goroutine's stack: which
+// reconcile it runs.
+func reconcilerOf(g string) string {
+	for _, line := range strings.Split(g, "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "github.com/caprf/") || strings.HasPrefix(line, "sigs.k8s.io/cluster-api/") {
+			return line
+		}
+	}
+	return "?"
 }
 
 // firstLine is a goroutine's header in a dump: "goroutine 7 [chan send, 2 minutes]:".
