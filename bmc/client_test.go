@@ -489,3 +489,30 @@ func TestInsertMediaOfASeedAlone(t *testing.T) {
 		}
 	})
 }
+
+// A stopping manager closes its pool: every BMC gets its session back before Close returns, and
+// a reconcile still running connects nothing.
+func TestClosingThePoolLogsOutEverySessionAndConnectsNothingAfter(t *testing.T) {
+	ctx := context.Background()
+	pool := NewPool(Options{})
+	var sims []*simulator.Server
+	for _, p := range []string{"bladed", "dell-idrac9", "supermicro-x13"} {
+		s := newSim(t, simulator.Config{ID: p, Profile: simulator.Profiles[p]})
+		if _, err := settle(t, pool, target(s)); err != nil {
+			t.Fatal(err)
+		}
+		sims = append(sims, s)
+	}
+	pool.Close(ctx)
+	for _, s := range sims {
+		if n := s.ActiveSessions(); n != 0 {
+			t.Errorf("%s: %d sessions left when Close returned", s.ID(), n)
+		}
+		if _, err := pool.Get(ctx, target(s)); !errors.Is(err, ErrConnecting) {
+			t.Errorf("%s: a Get after Close: %v, want ErrConnecting", s.ID(), err)
+		}
+		if n := s.ActiveSessions(); n != 0 {
+			t.Errorf("%s: a Get after Close opened %d sessions", s.ID(), n)
+		}
+	}
+}

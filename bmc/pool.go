@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -18,6 +19,7 @@ type Pool struct {
 
 	mu      sync.Mutex
 	entries map[string]*poolEntry
+	closed  bool // by Close: Get connects nothing
 }
 
 type poolEntry struct {
@@ -60,6 +62,10 @@ func (p *Pool) Get(ctx context.Context, t Target) (Client, error) {
 	var e *poolEntry
 	for {
 		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, fmt.Errorf("%w: the pool is closed (the manager is stopping)", ErrConnecting)
+		}
 		e = p.entries[t.Address]
 		if e == nil {
 			e = &poolEntry{breaker: newBreaker(p.opts.withDefaults())}
@@ -206,6 +212,35 @@ func (e *poolEntry) forget() {
 	if e.client != nil {
 		go logoutSoon(e.client)
 		e.client = nil
+	}
+}
+
+// Close logs out every session the pool holds and stops its connection attempts, waiting for
+// the logouts until ctx is done; Get connects nothing after. A manager that stops gives the BMCs
+// their sessions back at once instead of leaving them to expire (a BMC with a small session table,
+// such as an iDRAC's, would otherwise refuse logins after a few restarts in a row).
+func (p *Pool) Close(ctx context.Context) {
+	p.mu.Lock()
+	p.closed = true
+	entries := p.entries
+	p.entries = map[string]*poolEntry{}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, e := range entries {
+		e.mu.Lock()
+		c := e.client
+		e.client = nil
+		e.forget() // stops an attempt under way (it logs out what it made)
+		e.mu.Unlock()
+		if c != nil {
+			wg.Go(func() { logoutSoon(c) })
+		}
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
 	}
 }
 

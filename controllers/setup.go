@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
@@ -78,6 +79,9 @@ type Options struct {
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
+// sessionLogoutTimeout bounds how long a stopping manager waits for its BMC sessions' logouts.
+const sessionLogoutTimeout = 10 * time.Second
+
 // Setup registers every controller of the provider with the manager.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	bmcOpts := opts.BMC
@@ -85,6 +89,17 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		bmcOpts.Observe = metrics.ObserveBMC
 	}
 	pool := bmc.NewPool(bmcOpts)
+	// The BMC sessions are logged out when the manager stops (with the controllers, which hold
+	// the pool only while elected).
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		closing, cancel := context.WithTimeout(context.Background(), sessionLogoutTimeout)
+		defer cancel()
+		pool.Close(closing)
+		return nil
+	})); err != nil {
+		return err
+	}
 	// Versions of Secrets, no data: credentials are read again only when they changed.
 	var namespaces map[string]cache.Config
 	if opts.Namespace != "" {

@@ -91,6 +91,7 @@ type maintenanceRun struct {
 	boots    int
 	deleted  []string // UIDs of the Machines marked for deletion
 	recorded []string // the Machine UIDs the maintenances recorded
+	sessions int      // the most Redfish sessions open on one BMC at the end
 }
 
 // runMaintenancesWith plays three maintenances on the three workers of a fresh cluster (two
@@ -160,6 +161,7 @@ func runMaintenancesWith(name string, restart func()) maintenanceRun {
 			run.resets[k] += v
 		}
 		run.boots += st.Boots
+		run.sessions = max(run.sessions, s.ActiveSessions())
 	}
 	return run
 }
@@ -199,6 +201,8 @@ var _ = Describe("Maintenances across manager restarts", func() {
 		})
 		GinkgoWriter.Printf("restarts: %d; resets %v vs %v without; boots %d vs %d\n", restarted.restarts, restarted.resets, control.resets, restarted.boots, control.boots)
 		Expect(restarted.restarts).To(BeNumerically(">=", 10))
+		By("every stopped manager logged its BMC sessions out: the running one holds one per BMC")
+		Expect(restarted.sessions).To(Equal(1), "the most sessions open on one BMC")
 
 		By("the Machines each maintenance recorded deleted, and no other Machine")
 		for _, run := range []maintenanceRun{control, restarted} {
