@@ -490,8 +490,8 @@ func TestInsertMediaOfASeedAlone(t *testing.T) {
 	})
 }
 
-// A stopping manager closes its pool: every BMC gets its session back before Close returns, and
-// a reconcile still running connects nothing.
+// A stopping manager closes its pool: every BMC gets its session back before Close returns (one
+// still logging in too), and a reconcile still running connects nothing.
 func TestClosingThePoolLogsOutEverySessionAndConnectsNothingAfter(t *testing.T) {
 	ctx := context.Background()
 	pool := NewPool(Options{})
@@ -503,6 +503,13 @@ func TestClosingThePoolLogsOutEverySessionAndConnectsNothingAfter(t *testing.T) 
 		}
 		sims = append(sims, s)
 	}
+	// A connection still being made when the pool closes: left to finish, and logged out.
+	slow := newSim(t, simulator.Config{ID: "slow"})
+	slow.Fault.Latency(150 * time.Millisecond)
+	if _, err := pool.Get(ctx, target(slow)); !errors.Is(err, ErrConnecting) {
+		t.Fatalf("a slow BMC: %v, want ErrConnecting while its login is under way", err)
+	}
+	sims = append(sims, slow)
 	pool.Close(ctx)
 	for _, s := range sims {
 		if n := s.ActiveSessions(); n != 0 {
@@ -514,5 +521,8 @@ func TestClosingThePoolLogsOutEverySessionAndConnectsNothingAfter(t *testing.T) 
 		if n := s.ActiveSessions(); n != 0 {
 			t.Errorf("%s: a Get after Close opened %d sessions", s.ID(), n)
 		}
+	}
+	if n := slow.Stats().SessionsCreated; n != 1 {
+		t.Errorf("the slow BMC's login had not ended when Close returned: %d sessions created", n)
 	}
 }

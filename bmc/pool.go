@@ -20,6 +20,48 @@ type Pool struct {
 	mu      sync.Mutex
 	entries map[string]*poolEntry
 	closed  bool // by Close: Get connects nothing
+	// logouts are the logouts under way (replaced, forgotten and superseded clients): Close
+	// waits for them too.
+	logouts inflight
+}
+
+// inflight counts background work; idle says when none is left. Unlike a WaitGroup it may gain
+// work while someone waits (a connection attempt superseded before Close ends its own way).
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	none chan struct{} // closed when n drops to 0
+}
+
+func (f *inflight) Go(work func()) {
+	f.mu.Lock()
+	if f.n == 0 {
+		f.none = make(chan struct{})
+	}
+	f.n++
+	f.mu.Unlock()
+	go func() {
+		defer func() {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.n--; f.n == 0 {
+				close(f.none)
+			}
+		}()
+		work()
+	}()
+}
+
+// idle is closed once the work under way now (and any started before it ends) is done.
+func (f *inflight) idle() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == 0 {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	return f.none
 }
 
 type poolEntry struct {
@@ -87,7 +129,7 @@ func (p *Pool) Get(ctx context.Context, t Target) (Client, error) {
 		// refuses a token it never issued, and nothing else happens).
 		old := e.client
 		e.client = nil
-		go logoutSoon(old)
+		p.logoutSoon(old)
 	}
 	d := e.dial
 	if d != nil && d.fingerprint != fp {
@@ -159,7 +201,7 @@ func (p *Pool) run(ctx context.Context, e *poolEntry, d *dial, t Target) {
 		return
 	}
 	if e.dial != d || e.forgotten {
-		go logoutSoon(c)
+		p.logoutSoon(c)
 		d.err = ErrConnecting // superseded; the caller asks again
 		return
 	}
@@ -180,7 +222,7 @@ func (p *Pool) Forget(address string) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.forget()
+	p.forget(e)
 }
 
 // ForgetOwned is Forget when the client at address (or the last connection attempt, under way
@@ -199,48 +241,66 @@ func (p *Pool) ForgetOwned(address, owner string) {
 		return
 	}
 	delete(p.entries, address)
-	e.forget()
+	p.forget(e)
 }
 
 // forget marks e out of the pool and logs out what it holds (e.mu held).
-func (e *poolEntry) forget() {
+func (p *Pool) forget(e *poolEntry) {
 	e.forgotten = true
 	if e.dial != nil {
 		e.dial.cancel() // an attempt under way stops, and logs out what it made
 		e.dial = nil
 	}
 	if e.client != nil {
-		go logoutSoon(e.client)
+		p.logoutSoon(e.client)
 		e.client = nil
 	}
 }
 
-// Close logs out every session the pool holds and stops its connection attempts, waiting for
-// the logouts until ctx is done; Get connects nothing after. A manager that stops gives the BMCs
-// their sessions back at once instead of leaving them to expire (a BMC with a small session table,
-// such as an iDRAC's, would otherwise refuse logins after a few restarts in a row).
+// Close logs out every session the pool holds, waiting for the logouts (and for connection
+// attempts under way, which log out what they made) until ctx is done; Get connects nothing
+// after. A BMC whose circuit breaker is open (it stopped answering) is not waited for. A manager
+// that stops gives the BMCs their sessions back at once instead of leaving them to expire (a BMC
+// with a small session table, such as an iDRAC's, would otherwise refuse logins after a few
+// restarts in a row).
 func (p *Pool) Close(ctx context.Context) {
 	p.mu.Lock()
 	p.closed = true
 	entries := p.entries
 	p.entries = map[string]*poolEntry{}
 	p.mu.Unlock()
-	var wg sync.WaitGroup
+	var dials []*dial
 	for _, e := range entries {
 		e.mu.Lock()
-		c := e.client
-		e.client = nil
-		e.forget() // stops an attempt under way (it logs out what it made)
-		e.mu.Unlock()
-		if c != nil {
-			wg.Go(func() { logoutSoon(c) })
+		e.forgotten = true
+		if e.dial != nil {
+			// Left to finish rather than cancelled in the middle of a login: run logs out
+			// what it made.
+			dials = append(dials, e.dial)
+			e.dial = nil
 		}
+		if c := e.client; c != nil {
+			e.client = nil
+			if !e.breaker.open() {
+				p.logoutSoon(c)
+			}
+		}
+		e.mu.Unlock()
 	}
 	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+	go func() {
+		for _, d := range dials {
+			<-d.done // a superseded attempt's logout is started before done closes
+		}
+		<-p.logouts.idle()
+		close(done)
+	}()
 	select {
 	case <-done:
 	case <-ctx.Done():
+		for _, d := range dials {
+			d.cancel()
+		}
 	}
 }
 
@@ -251,9 +311,12 @@ func (p *Pool) Len() int {
 	return len(p.entries)
 }
 
-func logoutSoon(c *client) {
-	c.close(10 * time.Second)
-	c.tr.closeIdle()
+// logoutSoon logs c out in the background (within 10 s), counted in p.logouts.
+func (p *Pool) logoutSoon(c *client) {
+	p.logouts.Go(func() {
+		c.close(10 * time.Second)
+		c.tr.closeIdle()
+	})
 }
 
 // fingerprint identifies the credentials and TLS settings without keeping them in clear.

@@ -80,7 +80,7 @@ type Options struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // sessionLogoutTimeout bounds how long a stopping manager waits for its BMC sessions' logouts.
-const sessionLogoutTimeout = 10 * time.Second
+const sessionLogoutTimeout = 5 * time.Second
 
 // Setup registers every controller of the provider with the manager.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
