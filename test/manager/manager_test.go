@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -34,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
@@ -88,6 +90,7 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 
 	// The release's RBAC, applied for real.
 	var args []string
+	var grace time.Duration // the pod's terminationGracePeriodSeconds
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
@@ -96,6 +99,7 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 			d := &appsv1.Deployment{}
 			g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, d)).To(Succeed())
 			args = d.Spec.Template.Spec.Containers[0].Args
+			grace = time.Duration(ptr.Deref(d.Spec.Template.Spec.TerminationGracePeriodSeconds, 30)) * time.Second
 		}
 	}
 	g.Expect(args).NotTo(BeEmpty())
@@ -116,7 +120,7 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	g.Expect(env.WriteKubeconfig(kubeconfig, testenv.KubeconfigOptions{Impersonate: sa})).To(Succeed())
-	logs := startManager(t, bin, args, kubeconfig)
+	logs, stopLeader := startManager(t, bin, args, kubeconfig)
 
 	t.Log("the manager becomes ready (webhook server up) and healthy")
 	for _, path := range []string{"/healthz", "/readyz"} {
@@ -193,7 +197,7 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 			standbyWebhookPort = v
 		}
 	}
-	logs2 := startManager(t, bin, args2, kubeconfig)
+	logs2, _ := startManager(t, bin, args2, kubeconfig)
 	g.Eventually(func() (int, error) { return httpStatus("http://" + seed2 + "/v1/rack/rack-cp/not-a-token/meta-data") }, time.Minute, 200*time.Millisecond).
 		Should(Equal(http.StatusNotFound), "the standby replica does not serve the seed\n%s", logs2)
 
@@ -243,11 +247,27 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 	lease := &coordinationv1.Lease{}
 	g.Expect(env.Get(ctx, client.ObjectKey{Namespace: ns, Name: "controller-leader-election-caprf"}, lease)).To(Succeed())
 	g.Expect(lease.Spec.HolderIdentity).NotTo(BeNil(), "the manager ran without holding its leader election lease")
+
+	t.Log("the leader stopped as the kubelet stops its pod: it exits within the pod's grace period, logging its BMC sessions out; the standby takes over with one session per BMC")
+	stopped := time.Now()
+	g.Expect(stopLeader()).To(Succeed(), "the leader did not shut down cleanly on SIGTERM")
+	g.Expect(time.Since(stopped)).To(BeNumerically("<", grace), "the leader outlived its pod's terminationGracePeriodSeconds")
+	servers := append(slices.Clone(fleet.Servers), fleet2.Servers...)
+	g.Eventually(func(g Gomega) {
+		g.Expect(logs2.String()).To(ContainSubstring("Successfully acquired lease"), "the standby did not take over")
+		for _, s := range servers {
+			g.Expect(s.Stats().SessionsCreated).To(BeNumerically(">=", 2), "%s: the standby has not logged in yet", s.ID())
+		}
+	}, time.Minute, 200*time.Millisecond).Should(Succeed(), func() string { return "standby log:\n" + logs2.String() })
+	for _, s := range servers {
+		g.Expect(s.ActiveSessions()).To(Equal(1), "%s: sessions open after the leader stopped and the standby logged in", s.ID())
+	}
 }
 
 // startManager runs the manager binary with args as the manager's ServiceAccount and stops it with
-// SIGTERM when the test ends, as the kubelet stops a pod; it must exit cleanly.
-func startManager(t *testing.T, bin string, args []string, kubeconfig string) *syncBuffer {
+// SIGTERM when the test ends (or when stop is called), as the kubelet stops a pod; it must exit
+// cleanly.
+func startManager(t *testing.T, bin string, args []string, kubeconfig string) (*syncBuffer, func() error) {
 	t.Helper()
 	logs := &syncBuffer{}
 	cmd := exec.Command(bin, args...) //nolint:gosec,noctx // stopped with SIGTERM below.
@@ -258,22 +278,29 @@ func startManager(t *testing.T, bin string, args []string, kubeconfig string) *s
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("the manager did not shut down cleanly on SIGTERM: %v", err)
+	var once sync.Once
+	var result error
+	stop := func() error {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case result = <-exited:
+			case <-time.After(30 * time.Second):
+				_ = cmd.Process.Kill()
+				result = errors.New("the manager did not stop within 30s of SIGTERM")
 			}
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Error("the manager did not stop within 30s of SIGTERM")
+		})
+		return result
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("the manager did not shut down cleanly on SIGTERM: %v", err)
 		}
 		if t.Failed() {
 			t.Logf("manager log:\n%s", logs)
 		}
 	})
-	return logs
+	return logs, stop
 }
 
 // forbidden returns the first log line in which the API server refused the manager, or "".
