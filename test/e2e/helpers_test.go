@@ -87,9 +87,8 @@ func startBed(name string, n int, o bedOptions) *bed {
 	// as a BMC registered twice.
 	DeferCleanup(func() {
 		list := &infrav1.RedfishHostList{}
-		if err := env.List(ctx, list, client.InNamespace(b.ns)); err != nil {
-			return
-		}
+		Eventually(func() error { return env.List(ctx, list, client.InNamespace(b.ns)) }).Should(Succeed(),
+			"listing the bed's hosts to remove them: a later bed's server on a reused port would be refused")
 		for i := range list.Items {
 			h := &list.Items[i]
 			before := h.DeepCopy()

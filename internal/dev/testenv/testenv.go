@@ -303,6 +303,13 @@ func (e *Environment) startManager() error {
 	if err := e.waitForWebhooks(ctx); err != nil {
 		return err
 	}
+	// The webhooks serve before the cache has started: a read through Client in that moment
+	// fails with ErrCacheNotStarted.
+	syncCtx, cancelSync := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelSync()
+	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
+		return errors.New("the manager's cache did not start within 2 minutes")
+	}
 	ok = true
 	return nil
 }
