@@ -40,7 +40,8 @@ type RedfishMaintenancePolicySpec struct {
 	Windows []MaintenanceWindow `json:"windows,omitempty"`
 	// maxUnavailable is how many selected hosts may be unavailable at once (an integer, or a
 	// percentage of the selected hosts, rounded down but at least 1), counting hosts unavailable
-	// for any reason (not Ready: unreachable BMC, error, cleaning) and hosts in maintenance.
+	// for any reason (not Ready: unreachable BMC, error, cleaning) and hosts in maintenance; not a
+	// host being provisioned for its claim (a spare coming into service, its BMC reachable).
 	// Default 1.
 	// +optional
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
@@ -55,7 +56,7 @@ type RedfishMaintenancePolicyStatus struct {
 	// hosts the policy selects.
 	// +optional
 	Hosts int32 `json:"hosts,omitempty"`
-	// unavailable selected hosts (not Ready, or held by a maintenance).
+	// unavailable selected hosts (down, as maxUnavailable counts them, or held by a maintenance).
 	// +optional
 	Unavailable int32 `json:"unavailable,omitempty"`
 	// inMaintenance selected hosts held by a maintenance past approval.

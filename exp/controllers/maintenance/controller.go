@@ -164,7 +164,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		Owns(&infrav1.RedfishJob{}).
 		// The budget moved: the maintenance that goes next is woken (wake.go).
 		Watches(&expv1.RedfishMaintenance{}, r.wakeNextInLine(), builder.WithPredicates(stageChanged)).
-		Watches(&infrav1.RedfishHost{}, r.wakeNextInLine(), builder.WithPredicates(readyChanged)).
+		Watches(&infrav1.RedfishHost{}, r.wakeNextInLine(), builder.WithPredicates(downChanged)).
 		Watches(&clusterv1.Machine{}, r.wakeNextInLine(), builder.WithPredicates(runningChanged)).
 		Watches(&clusterv1.MachineDeployment{}, r.wakeNextInLine(), builder.WithPredicates(shareChanged)).
 		WithOptions(opts).

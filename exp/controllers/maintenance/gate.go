@@ -157,8 +157,8 @@ func (f fleet) clusterOf(h *infrav1.RedfishHost) string {
 	return ""
 }
 
-// budgetOf counts what a policy governs: its hosts, those unavailable for any reason (not Ready)
-// or held by a maintenance past approval, and those in maintenance.
+// budgetOf counts what a policy governs: its hosts, those unavailable (down, or held by a
+// maintenance past approval), and those in maintenance.
 func budgetOf(p *expv1.RedfishMaintenancePolicy, f fleet, skip string) (budget, []string, error) {
 	sel, clusterSel := labels.Everything(), labels.Selector(nil)
 	var err error
@@ -192,7 +192,7 @@ func budgetOf(p *expv1.RedfishMaintenancePolicy, f fleet, skip string) (budget, 
 		case held[h.Name]:
 			b.unavailable++
 			b.inMaintenance++
-		case !conditions.IsTrue(h, infrav1.ReadyCondition):
+		case down(h):
 			b.unavailable++
 		}
 	}
@@ -203,6 +203,20 @@ func budgetOf(p *expv1.RedfishMaintenancePolicy, f fleet, skip string) (budget, 
 		return b, names, fmt.Errorf("maxParallel: %w", err)
 	}
 	return b, names, nil
+}
+
+// down says whether a host counts as unavailable in a budget: not Ready, for any reason, except a
+// host only being provisioned for its claim (its BMC reachable, nothing holding its power off). A
+// spare coming into service takes nothing out of service, and its Machine counts in its
+// MachineDeployment's share until it runs; counted here too, a maintenance whose Machine's
+// replacement lands on a spare cost its budget two places until the replacement's Node was up.
+func down(h *infrav1.RedfishHost) bool {
+	if conditions.IsTrue(h, infrav1.ReadyCondition) {
+		return false
+	}
+	booting := h.Status.State == infrav1.HostStateProvisioning && conditions.IsTrue(h, infrav1.BMCReachableCondition) &&
+		len(h.Spec.RebootRequests) == 0 && h.DeletionTimestamp.IsZero()
+	return !booting
 }
 
 // allows says whether one more host may go into maintenance. A host already unavailable (not
@@ -314,7 +328,7 @@ func (r *Reconciler) gateOpen(ctx context.Context, reader client.Reader, m *expv
 			return false, WaitingForWindowReason, fmt.Sprintf("RedfishMaintenancePolicy %s: the next window opens at %s", p.Name, next.UTC().Format(time.RFC3339)),
 				min(max(next.Sub(now), time.Second), 10*r.PollInterval), nil
 		}
-		if ok, why := b.allows(!conditions.IsTrue(host, infrav1.ReadyCondition), hostHeld); !ok {
+		if ok, why := b.allows(down(host), hostHeld); !ok {
 			return false, WaitingForBudgetReason, fmt.Sprintf("RedfishMaintenancePolicy %s: %s", p.Name, why), r.budgetRecheck(), nil
 		}
 		// The budget's room goes to the maintenances first in line: as many start at once as it

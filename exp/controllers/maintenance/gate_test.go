@@ -130,3 +130,46 @@ func TestClusterSelectorCountsTheClustersHostsAlsoWhileInMaintenance(t *testing.
 		t.Errorf("selected %v (%+v), want a1, a2 and the released host in maintenance", names, b)
 	}
 }
+
+// A spare being provisioned for its claim takes nothing out of service: counting it as down made
+// every maintenance whose Machine's replacement landed on a spare cost the budget twice, until
+// the replacement's Node was up (at N = 100 the next maintenance waited about 3 s per place).
+// A host that is down while provisioning (its BMC unreachable) still counts, as does any other
+// host that is not Ready.
+func TestAHostBeingProvisionedForItsClaimIsNotCountedAsDown(t *testing.T) {
+	host := func(name string, state infrav1.HostState, ready, reachable bool) infrav1.RedfishHost {
+		h := infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		h.Status.State = state
+		set := func(typ string, ok bool) {
+			s := metav1.ConditionFalse
+			if ok {
+				s = metav1.ConditionTrue
+			}
+			h.Status.Conditions = append(h.Status.Conditions, metav1.Condition{Type: typ, Status: s})
+		}
+		set(infrav1.ReadyCondition, ready)
+		set(infrav1.BMCReachableCondition, reachable)
+		return h
+	}
+	hosts := []infrav1.RedfishHost{
+		host("serving", infrav1.HostStateProvisioned, true, true),
+		host("spare-booting", infrav1.HostStateProvisioning, false, true),
+		host("booting-unreachable", infrav1.HostStateProvisioning, false, false),
+		host("cleaning", infrav1.HostStateCleaning, false, true),
+		host("provisioned-unreachable", infrav1.HostStateProvisioned, false, false),
+	}
+	two := intstr.FromInt32(2)
+	p := &expv1.RedfishMaintenancePolicy{Spec: expv1.RedfishMaintenancePolicySpec{MaxUnavailable: &two}}
+	b, _, err := budgetOf(p, fleet{hosts: hosts}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.unavailable != 3 {
+		t.Errorf("%d hosts counted unavailable, want 3 (the unreachable booting host, the cleaning one, the unreachable serving one; not the spare booting)", b.unavailable)
+	}
+	for i, want := range []bool{false, false, true, true, true} {
+		if got := down(&hosts[i]); got != want {
+			t.Errorf("host %s down = %v, want %v", hosts[i].Name, got, want)
+		}
+	}
+}

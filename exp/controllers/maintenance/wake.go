@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -21,7 +20,7 @@ import (
 
 // A maintenance waiting for the budget is woken when the budget may have moved: another
 // maintenance leaves a stage that holds a host, joins or leaves the line, changes priority or
-// goes; a host becomes Ready or stops being so (policies count hosts that are not Ready); a
+// goes; a host goes down or comes back (policies count hosts that are down, see down); a
 // Machine starts or stops running, or a MachineDeployment is resized or its rollout
 // maxUnavailable changes (the MachineDeployment's share). Only the maintenances first in line in
 // each policy, as many as its budget has room for, are woken (the others would wait for them
@@ -44,13 +43,13 @@ var stageChanged = predicate.Funcs{
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
-// readyChanged passes hosts whose Ready condition changed, and hosts that went.
-var readyChanged = predicate.Funcs{
+// downChanged passes hosts that went down or came back (see down), and hosts that went.
+var downChanged = predicate.Funcs{
 	CreateFunc: func(event.CreateEvent) bool { return false },
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		before, ok1 := e.ObjectOld.(*infrav1.RedfishHost)
 		after, ok2 := e.ObjectNew.(*infrav1.RedfishHost)
-		return !ok1 || !ok2 || conditions.IsTrue(before, infrav1.ReadyCondition) != conditions.IsTrue(after, infrav1.ReadyCondition)
+		return !ok1 || !ok2 || down(before) != down(after)
 	},
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }

@@ -102,6 +102,15 @@ func TestOnlyChangesThatMoveABudgetWakeTheNextInLine(t *testing.T) {
 	ready.Status.Conditions[0].Status = metav1.ConditionTrue
 	powered := h.DeepCopy()
 	powered.Status.PowerState = "On"
+	// A spare claimed by a Machine: Available and Ready, then provisioning (not Ready, not down).
+	spare := ready.DeepCopy()
+	spare.Status.State = infrav1.HostStateAvailable
+	spare.Status.Conditions = append(spare.Status.Conditions, metav1.Condition{Type: infrav1.BMCReachableCondition, Status: metav1.ConditionTrue})
+	booting := spare.DeepCopy()
+	booting.Status.State = infrav1.HostStateProvisioning
+	booting.Status.Conditions[0].Status = metav1.ConditionFalse
+	bootingUnreachable := booting.DeepCopy()
+	bootingUnreachable.Status.Conditions[1].Status = metav1.ConditionFalse
 
 	mc := &clusterv1.Machine{}
 	mc.Status.Phase = string(clusterv1.MachinePhaseProvisioned)
@@ -128,9 +137,11 @@ func TestOnlyChangesThatMoveABudgetWakeTheNextInLine(t *testing.T) {
 		{"MachineDeployment resized", shareChanged, md, resized, true},
 		{"MachineDeployment rollout maxUnavailable raised", shareChanged, md, wider, true},
 		{"MachineDeployment relabelled", shareChanged, md, relabelledMD, false},
-		{"host became Ready", readyChanged, h, ready, true},
-		{"host stopped being Ready", readyChanged, ready, h, true},
-		{"host powered on", readyChanged, h, powered, false},
+		{"host became Ready", downChanged, h, ready, true},
+		{"host stopped being Ready", downChanged, ready, h, true},
+		{"host powered on", downChanged, h, powered, false},
+		{"spare began provisioning for its claim", downChanged, spare, booting, false},
+		{"provisioning host lost its BMC", downChanged, booting, bootingUnreachable, true},
 		{"Machine running", runningChanged, mc, running, true},
 		{"running Machine deleted", runningChanged, running, runningDeleted, true},
 		{"running Machine relabelled", runningChanged, running, relabelledRunning, false},
@@ -139,7 +150,7 @@ func TestOnlyChangesThatMoveABudgetWakeTheNextInLine(t *testing.T) {
 			t.Errorf("%s: wakes %t, want %t", c.name, got, c.wantsWake)
 		}
 	}
-	if !stageChanged.Delete(event.DeleteEvent{Object: m}) || !readyChanged.Delete(event.DeleteEvent{Object: h}) || !runningChanged.Delete(event.DeleteEvent{Object: running}) {
+	if !stageChanged.Delete(event.DeleteEvent{Object: m}) || !downChanged.Delete(event.DeleteEvent{Object: h}) || !runningChanged.Delete(event.DeleteEvent{Object: running}) {
 		t.Error("an object that went does not wake the next in line")
 	}
 	if stageChanged.Create(event.CreateEvent{Object: m}) {
