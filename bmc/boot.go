@@ -42,10 +42,13 @@ type BootOverride struct {
 func (c *client) SetBootOverride(ctx context.Context, o BootOverride) error {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
-	sys, err := c.system(ctx)
+	sys, err := c.recentSystem(ctx, bootReadMaxAge)
 	if err != nil {
 		return err
 	}
+	// Changed, or maybe changed, by what follows: a read made before or during it is not used.
+	c.changes.Add(1)
+	defer c.changes.Add(1)
 	cur := sys.Boot
 	if allowed := cur.AllowableBootSourceOverrideTargetValues; len(allowed) > 0 && !slices.Contains(allowed, schemas.BootSource(o.Target)) {
 		return fmt.Errorf("%w: boot target %s (system %s allows %v)", ErrNotSupported, o.Target, c.systemPath, allowed)

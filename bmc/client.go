@@ -164,7 +164,25 @@ type client struct {
 	opts       Options
 	// resetTarget is the system's ComputerSystem.Reset target, from its last read (see ResetFrom).
 	resetTarget atomic.Pointer[string]
+	// mediaAt lists the collections the virtual media devices were found in (the system's, or
+	// its managers'), so that a later listing need not read the system again (see virtualMedia).
+	mediaAt atomic.Pointer[[]string]
+	// lastRead is the system as last read (see recentSystem); changes counts the client's own
+	// changes of the system's boot settings, begun and ended: a read made across one is not used.
+	lastRead atomic.Pointer[systemRead]
+	changes  atomic.Uint64
 }
+
+// systemRead is a read of the system, when it was made, and the client's changes count then.
+type systemRead struct {
+	sys     *schemas.ComputerSystem // shared: read only
+	at      time.Time
+	changes uint64
+}
+
+// bootReadMaxAge is how old a read of the system a boot override may be shaped by (see
+// recentSystem).
+const bootReadMaxAge = 10 * time.Second
 
 // Connect creates a client: it reads the service root and, when the address names no system,
 // discovers the only system the BMC manages. Credentials are checked on first use (see Check).
@@ -263,13 +281,28 @@ func (c *client) call(ctx context.Context) (context.Context, context.CancelFunc)
 }
 
 func (c *client) system(ctx context.Context) (*schemas.ComputerSystem, error) {
+	changes := c.changes.Load()
 	sys, err := schemas.GetComputerSystem(c.with(ctx), c.systemPath)
 	if err != nil {
 		return nil, fmt.Errorf("reading system %s: %w", c.systemPath, classify(err))
 	}
 	target := actionTarget(sys.RawData, "#ComputerSystem.Reset", sys.ODataID)
 	c.resetTarget.Store(&target)
+	c.lastRead.Store(&systemRead{sys: sys, at: time.Now(), changes: changes})
 	return sys, nil
+}
+
+// recentSystem is the system as read within maxAge by any call of this client, unless the client
+// changed the system's boot settings meanwhile; else it is read now. Only for what does not
+// depend on the moment: what the system offers, its boot settings (only this client changes
+// them), and its entity tag (a stale one is answered 412, and patch reads it again). A boot's
+// round reads the power state, then shapes the boot override by that same read: on BMCs whose
+// system read takes a second, each boot is a second or two quicker.
+func (c *client) recentSystem(ctx context.Context, maxAge time.Duration) (*schemas.ComputerSystem, error) {
+	if r := c.lastRead.Load(); r != nil && time.Since(r.at) < maxAge && r.changes == c.changes.Load() {
+		return r.sys, nil
+	}
+	return c.system(ctx)
 }
 
 func (c *client) Stats() Stats {

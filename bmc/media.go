@@ -2,6 +2,7 @@ package bmc
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -11,31 +12,77 @@ import (
 )
 
 // virtualMedia lists the virtual media devices: under the system (Redfish 1.13+) or its manager.
+// Where they live is found once (a read of the system, and of its managers where the system has
+// none) and then listed straight: each boot's preparation reads the system one time fewer (on
+// some BMCs that read takes a second). A listing that fails (a collection gone after a BMC
+// firmware update, or any other error) looks for them again.
 func (c *client) virtualMedia(ctx context.Context) ([]*schemas.VirtualMedia, error) {
+	if at := c.mediaAt.Load(); at != nil {
+		media, err := c.listMedia(ctx, *at)
+		if err == nil {
+			return media, nil
+		}
+		c.mediaAt.CompareAndSwap(at, nil) // found again below, or the error said again
+	}
 	sys, err := c.system(ctx)
 	if err != nil {
 		return nil, err
 	}
 	// A listing that fails is an error, never "no devices": a BMC answering 503 for a moment
 	// must not look like a BMC without virtual media.
-	media, err := sys.VirtualMedia()
+	at := []string{}
+	if uri := link(sys.RawData, "VirtualMedia"); uri != "" {
+		at = append(at, uri)
+	}
+	media, err := c.listMedia(ctx, at)
 	if err != nil {
-		return nil, fmt.Errorf("listing the system's virtual media: %w", classify(err))
+		return nil, err
 	}
 	if len(media) == 0 {
 		managers, err := sys.ManagedBy()
 		if err != nil {
 			return nil, fmt.Errorf("finding virtual media: %w", classify(err))
 		}
+		at = at[:0]
 		for _, m := range managers {
-			vm, err := m.VirtualMedia()
-			if err != nil {
-				return nil, fmt.Errorf("listing the virtual media of manager %s: %w", m.ID, classify(err))
+			if uri := link(m.RawData, "VirtualMedia"); uri != "" {
+				at = append(at, uri)
 			}
-			media = append(media, vm...)
+		}
+		if media, err = c.listMedia(ctx, at); err != nil {
+			return nil, err
 		}
 	}
+	if len(media) > 0 {
+		c.mediaAt.Store(&at)
+	}
 	return media, nil
+}
+
+// listMedia lists the virtual media devices of the collections at.
+func (c *client) listMedia(ctx context.Context, at []string) ([]*schemas.VirtualMedia, error) {
+	var media []*schemas.VirtualMedia
+	for _, uri := range at {
+		vm, err := schemas.GetCollectionObjects[schemas.VirtualMedia](c.with(ctx), uri)
+		if err != nil {
+			return nil, fmt.Errorf("listing the virtual media of %s: %w", uri, classify(err))
+		}
+		media = append(media, vm...)
+	}
+	return media, nil
+}
+
+// link is the @odata.id of the resource property prop of a resource's raw JSON links to.
+func link(raw []byte, prop string) string {
+	var res map[string]json.RawMessage
+	if json.Unmarshal(raw, &res) != nil {
+		return ""
+	}
+	var l struct {
+		ID string `json:"@odata.id"`
+	}
+	_ = json.Unmarshal(res[prop], &l)
+	return l.ID
 }
 
 func offers(m *schemas.VirtualMedia, types ...schemas.VirtualMediaType) bool {

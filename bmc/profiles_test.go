@@ -663,3 +663,115 @@ func TestAnEraseUnderWayIsNotTakenForAnUpdate(t *testing.T) {
 		}
 	}
 }
+
+// Where a BMC keeps its virtual media is found once: the next boots list the devices without
+// reading the system again (on some BMCs that read takes a second, and a boot's preparation used
+// to make it twice). A listing that fails finds them again, and the insert still goes through.
+func TestTheNextBootsFindTheVirtualMediaWithoutReadingTheSystem(t *testing.T) {
+	ctx := context.Background()
+	const image, seed = "http://images.example/os.iso", "http://seed.example/v1/ns/m/tok/cidata.iso"
+	for _, name := range simulator.ProfileNames() {
+		p := simulator.Profiles[name]
+		if p.Media == "none" {
+			continue // no virtual media (bladed)
+		}
+		t.Run(name, func(t *testing.T) {
+			s := newSim(t, simulator.Config{Profile: p})
+			c := connectTo(t, s, Options{})
+			systemReads := func() int { return s.Stats().Gets[strings.TrimSuffix(c.systemPath, "/")] }
+			inserted := func(want string) {
+				t.Helper()
+				for _, img := range s.Media() {
+					if img == want {
+						return
+					}
+				}
+				t.Fatalf("%s not in any virtual media slot: %v", want, s.Media())
+			}
+			if err := c.InsertMedia(ctx, image, seed); err != nil {
+				t.Fatal(err)
+			}
+			inserted(image)
+			if systemReads() == 0 {
+				t.Fatal("the first boot did not read the system: the test counts the wrong path")
+			}
+			for i := range 2 {
+				before := systemReads()
+				if err := c.InsertMedia(ctx, fmt.Sprintf("%s?boot=%d", image, i), seed); err != nil {
+					t.Fatal(err)
+				}
+				inserted(fmt.Sprintf("%s?boot=%d", image, i))
+				if n := systemReads() - before; n != 0 {
+					t.Errorf("boot %d read the system %d times to find the virtual media, want 0", i+2, n)
+				}
+			}
+			// The devices' collection answers 404 once (moved, say, by a BMC firmware update).
+			s.Fault.ErrorBurstTo("VirtualMedia", 1, http.StatusNotFound)
+			before := systemReads()
+			if err := c.InsertMedia(ctx, image+"?moved", seed); err != nil {
+				t.Fatalf("after a failed listing: %v", err)
+			}
+			inserted(image + "?moved")
+			if systemReads() == before {
+				t.Error("a failed listing did not look for the virtual media again")
+			}
+		})
+	}
+}
+
+// A boot's round (the host controller's: the power read, the media, the boot override, the
+// power-on) reads the system once: the override is shaped by the round's power read, the power-on
+// starts from it. An override after the client's own reads the system again.
+func TestABootsRoundReadsTheSystemOnce(t *testing.T) {
+	ctx := context.Background()
+	const image, seed = "http://images.example/os.iso", "http://seed.example/v1/ns/m/tok/cidata.iso"
+	for _, name := range simulator.ProfileNames() {
+		p := simulator.Profiles[name]
+		t.Run(name, func(t *testing.T) {
+			s := newSim(t, simulator.Config{Profile: p})
+			c := connectTo(t, s, Options{})
+			systemReads := func() int { return s.Stats().Gets[strings.TrimSuffix(c.systemPath, "/")] }
+			target := BootPxe
+			if p.Media != "none" {
+				if err := c.InsertMedia(ctx, image, seed); err != nil { // an earlier boot: the media found
+					t.Fatal(err)
+				}
+				target = BootCd
+			}
+			before := systemReads()
+			ps, err := c.PowerState(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Media != "none" {
+				if err := c.InsertMedia(ctx, image+"?next", seed); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := c.SetBootOverride(ctx, BootOverride{Target: target}); err != nil {
+				t.Fatal(err)
+			}
+			if n := systemReads() - before; n != 1 {
+				t.Errorf("the boot's round read the system %d times up to its override, want 1", n)
+			}
+			before = systemReads()
+			if err := c.SetBootOverride(ctx, BootOverride{Target: target}); err != nil {
+				t.Fatal(err)
+			}
+			if systemReads() == before {
+				t.Error("an override after the client's own override was shaped by the read from before it")
+			}
+			before = systemReads()
+			if err := c.ResetFrom(ctx, ResetOn, ps); err != nil {
+				t.Fatal(err)
+			}
+			if n := systemReads() - before; n != 0 {
+				t.Errorf("the power-on read the system %d times, want 0 (it starts from the round's read)", n)
+			}
+			if enabled, got, _, _ := s.BootOverride(); enabled != "Once" || got != string(target) {
+				t.Errorf("boot override %s/%s, want Once/%s", enabled, got, target)
+			}
+			waitPower(t, c, PowerOn)
+		})
+	}
+}

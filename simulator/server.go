@@ -105,6 +105,8 @@ type Stats struct {
 	ImageUsers []string
 	// StaleIfMatch counts PATCHes refused with 412 because their If-Match was stale.
 	StaleIfMatch int
+	// Gets counts the GET requests by path (authenticated and not, faults included).
+	Gets map[string]int
 	// Posts counts the POST requests carried out (answered 2xx, or carried out and the answer
 	// lost) by path: actions, logins, pushes. Refused ones are not counted.
 	Posts map[string]int
@@ -144,7 +146,7 @@ func New(cfg Config) (*Server, error) {
 		blades:    map[int]string{},
 		tasks:     map[string]*task{},
 		state:     newSystemState(cfg),
-		stats:     Stats{Requests: map[string]int{}, Resets: map[string]int{}, Posts: map[string]int{}},
+		stats:     Stats{Requests: map[string]int{}, Resets: map[string]int{}, Posts: map[string]int{}, Gets: map[string]int{}},
 	}
 	s.srv = httptest.NewUnstartedServer(s.handler())
 	if cfg.Listen == "" {
@@ -210,12 +212,15 @@ func (s *Server) CACertPEM() []byte {
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := Stats{Requests: map[string]int{}, Resets: map[string]int{}, Posts: map[string]int{},
+	out := Stats{Requests: map[string]int{}, Resets: map[string]int{}, Posts: map[string]int{}, Gets: map[string]int{},
 		SessionsCreated: s.stats.SessionsCreated, SimpleUpdates: s.stats.SimpleUpdates, Boots: s.stats.Boots,
 		PeakInFlight: s.stats.PeakInFlight, IfMatchOnActions: s.stats.IfMatchOnActions, StaleIfMatch: s.stats.StaleIfMatch, PushedBytes: s.stats.PushedBytes,
 		ImageUsers: append([]string(nil), s.stats.ImageUsers...)}
 	for k, v := range s.stats.Posts {
 		out.Posts[k] = v
+	}
+	for k, v := range s.stats.Gets {
+		out.Gets[k] = v
 	}
 	for k, v := range s.stats.Requests {
 		out.Requests[k] = v
@@ -239,6 +244,9 @@ func (s *Server) handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.stats.Requests[r.Method]++
+		if r.Method == http.MethodGet {
+			s.stats.Gets[strings.TrimSuffix(r.URL.Path, "/")]++
+		}
 		s.inFlight++
 		s.stats.PeakInFlight = max(s.stats.PeakInFlight, s.inFlight)
 		s.mu.Unlock()

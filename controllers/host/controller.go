@@ -673,7 +673,8 @@ func (r *Reconciler) reset(ctx context.Context, s *scope, t bmc.ResetType) error
 		}
 	}
 	metrics.PowerOperations.WithLabelValues(s.host.Namespace, s.host.Name, string(t)).Inc()
-	err := s.bmc.Reset(ctx, t)
+	// The power state this round read is the one the reset starts from: the BMC is not read again.
+	err := s.bmc.ResetFrom(ctx, t, s.power)
 	// Recorded whatever the answer: a reset whose answer was lost (a timeout) may have been
 	// carried out, and the BMC may not show it yet.
 	r.lastReset.Store(key, sentReset{t: t, at: r.now()})
