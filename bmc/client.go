@@ -280,6 +280,7 @@ func (c *client) call(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeout(ctx, c.opts.CallTimeout)
 }
 
+// system reads the system now. The result is kept for recentSystem: never modify it.
 func (c *client) system(ctx context.Context) (*schemas.ComputerSystem, error) {
 	changes := c.changes.Load()
 	sys, err := schemas.GetComputerSystem(c.with(ctx), c.systemPath)
@@ -293,11 +294,15 @@ func (c *client) system(ctx context.Context) (*schemas.ComputerSystem, error) {
 }
 
 // recentSystem is the system as read within maxAge by any call of this client, unless the client
-// changed the system's boot settings meanwhile; else it is read now. Only for what does not
-// depend on the moment: what the system offers, its boot settings (only this client changes
-// them), and its entity tag (a stale one is answered 412, and patch reads it again). A boot's
-// round reads the power state, then shapes the boot override by that same read: on BMCs whose
-// system read takes a second, each boot is a second or two quicker.
+// changed the system's boot settings meanwhile; else it is read now. The result is shared: never
+// modify it. Only for what does not depend on the moment: what the system offers (allowed boot
+// targets, whether it has a boot mode), and its entity tag (a stale one is answered 412, and
+// patch reads it again). Another client (a person at the BMC's console) may have changed the boot
+// settings since the read: what is sent never depends on them, and the one use of them (whether a
+// UEFI HTTP boot URI left behind is cleared) may miss a URI set in those seconds, which a boot
+// target other than UEFI HTTP ignores. A boot's round reads the power state,
+// then shapes the boot override by that same read: on BMCs whose system read takes a second, each
+// boot is a second or two quicker.
 func (c *client) recentSystem(ctx context.Context, maxAge time.Duration) (*schemas.ComputerSystem, error) {
 	if r := c.lastRead.Load(); r != nil && time.Since(r.at) < maxAge && r.changes == c.changes.Load() {
 		return r.sys, nil

@@ -14,12 +14,14 @@ import (
 // virtualMedia lists the virtual media devices: under the system (Redfish 1.13+) or its manager.
 // Where they live is found once (a read of the system, and of its managers where the system has
 // none) and then listed straight: each boot's preparation reads the system one time fewer (on
-// some BMCs that read takes a second). A listing that fails (a collection gone after a BMC
-// firmware update, or any other error) looks for them again.
+// some BMCs that read takes a second). A listing that fails or finds no device (a collection gone
+// or left empty by a BMC firmware update that moved the devices, or any other error) looks for
+// them again: an empty remembered collection must not read as a BMC without virtual media, nor
+// make an eject eject nothing.
 func (c *client) virtualMedia(ctx context.Context) ([]*schemas.VirtualMedia, error) {
 	if at := c.mediaAt.Load(); at != nil {
 		media, err := c.listMedia(ctx, *at)
-		if err == nil {
+		if err == nil && len(media) > 0 {
 			return media, nil
 		}
 		c.mediaAt.CompareAndSwap(at, nil) // found again below, or the error said again

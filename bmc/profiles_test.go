@@ -715,6 +715,26 @@ func TestTheNextBootsFindTheVirtualMediaWithoutReadingTheSystem(t *testing.T) {
 			if systemReads() == before {
 				t.Error("a failed listing did not look for the virtual media again")
 			}
+			// The remembered collection answers, but empty (left behind by a firmware update that
+			// moved the devices): that is a miss too, never a BMC without media nor a silent eject.
+			s.Fault.EmptyCollectionTo("VirtualMedia", 1)
+			before = systemReads()
+			if err := c.InsertMedia(ctx, image+"?emptied", seed); err != nil {
+				t.Fatalf("after an empty listing: %v", err)
+			}
+			inserted(image + "?emptied")
+			if systemReads() == before {
+				t.Error("an empty listing did not look for the virtual media again")
+			}
+			s.Fault.EmptyCollectionTo("VirtualMedia", 1)
+			if err := c.EjectMedia(ctx, ""); err != nil {
+				t.Fatalf("eject after an empty listing: %v", err)
+			}
+			for slot, img := range s.Media() {
+				if img != "" {
+					t.Errorf("an empty listing made the eject eject nothing: %s still in %s", img, slot)
+				}
+			}
 		})
 	}
 }

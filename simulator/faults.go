@@ -23,6 +23,7 @@ type Faults struct {
 	pathDrops      []pathDrop     // the same, for requests to one path only
 	rejectMedia    int            // next N InsertMedia answer 400 echoing the image URL
 	pathErrors     []pathError    // next N requests to a path answer an error status
+	emptied        []pathError    // next N GETs of a collection answer it empty
 	changes        []pathError    // next N PATCHes to a path find the resource changed by another client
 	failUpdates    int            // next N firmware updates end Completed with TaskStatus Critical
 }
@@ -77,6 +78,15 @@ func (f *Faults) ErrorBurstTo(suffix string, n, status int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pathErrors = append(f.pathErrors, pathError{suffix: suffix, n: n, status: status})
+}
+
+// EmptyCollectionTo makes the next n GETs whose path ends with suffix answer 200 with a collection
+// that has no members, as a collection left behind by a BMC firmware update that moved its
+// resources elsewhere does.
+func (f *Faults) EmptyCollectionTo(suffix string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.emptied = append(f.emptied, pathError{suffix: suffix, n: n})
 }
 
 // RejectMedia makes the next n InsertMedia actions fail with 400 and an error message that
@@ -240,6 +250,13 @@ func (f *Faults) intercept(w http.ResponseWriter, r *http.Request) bool {
 			burst, status = true, e.status
 		}
 	}
+	empty := false
+	for i := range f.emptied {
+		if e := &f.emptied[i]; !burst && !empty && r.Method == http.MethodGet && e.n > 0 && strings.HasSuffix(strings.TrimSuffix(r.URL.Path, "/"), e.suffix) {
+			e.n--
+			empty = true
+		}
+	}
 	f.mu.Unlock()
 
 	if hang != nil {
@@ -263,6 +280,10 @@ func (f *Faults) intercept(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	case burst:
 		writeError(w, status, "Base.1.8.InternalError", "Injected fault.")
+		return true
+	case empty:
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"@odata.id":"` + strings.TrimSuffix(r.URL.Path, "/") + `","Name":"Collection","Members":[],"Members@odata.count":0}`))
 		return true
 	}
 	return false

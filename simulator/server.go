@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -79,7 +80,28 @@ type Server struct {
 
 type session struct {
 	id       string
+	created  time.Time
 	lastUsed time.Time
+	requests int // authenticated with it
+}
+
+// SessionInfo describes one open session, for a test that finds more open than it expected.
+type SessionInfo struct {
+	ID                string
+	Created, LastUsed time.Time
+	Requests          int // authenticated with it
+}
+
+// Sessions lists the sessions the BMC holds, oldest first.
+func (s *Server) Sessions() []SessionInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]SessionInfo, 0, len(s.sessions))
+	for _, sess := range s.sessions {
+		out = append(out, SessionInfo{ID: sess.id, Created: sess.created, LastUsed: sess.lastUsed, Requests: sess.requests})
+	}
+	slices.SortFunc(out, func(a, b SessionInfo) int { return a.Created.Compare(b.Created) })
+	return out
 }
 
 // Stats counts what clients did to a server.
@@ -328,6 +350,7 @@ func (s *Server) authenticate(r *http.Request) bool {
 			return false
 		}
 		sess.lastUsed = time.Now()
+		sess.requests++
 		return true
 	}
 	user, pass, ok := r.BasicAuth()
@@ -381,7 +404,8 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	s.nextID++
 	id := fmt.Sprintf("%d", s.nextID)
-	s.sessions[tok] = &session{id: id, lastUsed: time.Now()}
+	now := time.Now()
+	s.sessions[tok] = &session{id: id, created: now, lastUsed: now}
 	s.stats.SessionsCreated++
 	s.mu.Unlock()
 	loc := s.cfg.Profile.sessionsPath() + "/" + id
