@@ -40,8 +40,10 @@ type RedfishMaintenancePolicySpec struct {
 	Windows []MaintenanceWindow `json:"windows,omitempty"`
 	// maxUnavailable is how many selected hosts may be unavailable at once (an integer, or a
 	// percentage of the selected hosts, rounded down but at least 1), counting hosts unavailable
-	// for any reason (not Ready: unreachable BMC, error, cleaning) and hosts in maintenance; not a
-	// host being provisioned for its claim (a spare coming into service, its BMC reachable).
+	// for any reason (not Ready: unreachable BMC, error, cleaning, provisioning) and hosts in
+	// maintenance; a host booting the replacement of a Machine that a maintenance (mode Replace)
+	// took off a selected host is that maintenance's place, not counted again (one per
+	// maintenance, its BMC reachable, its boot not failed, claimed less than 30 minutes ago).
 	// Default 1.
 	// +optional
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`

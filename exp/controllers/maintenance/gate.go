@@ -73,7 +73,8 @@ func windowState(windows []expv1.MaintenanceWindow, now time.Time) (open bool, n
 // budget is how many hosts a policy lets be unavailable and in maintenance.
 type budget struct {
 	hosts, unavailable, inMaintenance int
-	maxUnavailable, maxParallel       int // maxParallel < 0: no limit
+	maxUnavailable, maxParallel       int             // maxParallel < 0: no limit
+	down                              map[string]bool // the hosts counted unavailable
 }
 
 // scaled resolves an int-or-percent against total: percentages round down but give at least 1.
@@ -158,8 +159,9 @@ func (f fleet) clusterOf(h *infrav1.RedfishHost) string {
 }
 
 // budgetOf counts what a policy governs: its hosts, those unavailable (down, or held by a
-// maintenance past approval), and those in maintenance.
-func budgetOf(p *expv1.RedfishMaintenancePolicy, f fleet, skip string) (budget, []string, error) {
+// maintenance past approval), and those in maintenance. now dates the boots of replacements (see
+// replacementBoot).
+func budgetOf(p *expv1.RedfishMaintenancePolicy, f fleet, skip string, now time.Time) (budget, []string, error) {
 	sel, clusterSel := labels.Everything(), labels.Selector(nil)
 	var err error
 	if p.Spec.HostSelector != nil {
@@ -173,8 +175,9 @@ func budgetOf(p *expv1.RedfishMaintenancePolicy, f fleet, skip string) (budget, 
 		}
 	}
 	held := holding(f.ms, skip)
-	var b budget
+	b := budget{down: map[string]bool{}}
 	var names []string
+	var governed []*infrav1.RedfishHost
 	for i := range f.hosts {
 		h := &f.hosts[i]
 		if !sel.Matches(labels.Set(h.Labels)) {
@@ -186,14 +189,25 @@ func budgetOf(p *expv1.RedfishMaintenancePolicy, f fleet, skip string) (budget, 
 				continue
 			}
 		}
-		b.hosts++
+		governed = append(governed, h)
 		names = append(names, h.Name)
+	}
+	replaced := replacing(f.ms, skip, names)
+	for _, h := range governed {
+		b.hosts++
 		switch {
 		case held[h.Name]:
 			b.unavailable++
 			b.inMaintenance++
-		case down(h):
+			b.down[h.Name] = true
+		case conditions.IsTrue(h, infrav1.ReadyCondition):
+		case replacementBoot(h, now) && replaced[h.Status.Claim.Owner.Name] > 0:
+			// The replacement of a Machine a maintenance took off one of these hosts: that
+			// place is counted once, held.
+			replaced[h.Status.Claim.Owner.Name]--
+		default:
 			b.unavailable++
+			b.down[h.Name] = true
 		}
 	}
 	if b.maxUnavailable, err = scaled(p.Spec.MaxUnavailable, b.hosts, 1); err != nil {
@@ -205,22 +219,42 @@ func budgetOf(p *expv1.RedfishMaintenancePolicy, f fleet, skip string) (budget, 
 	return b, names, nil
 }
 
-// down says whether a host counts as unavailable in a budget: not Ready, for any reason, except a
-// host only being provisioned for its claim (its BMC reachable, nothing holding its power off). A
-// spare coming into service takes nothing out of service, and its Machine counts in its
-// MachineDeployment's share until it runs; counted here too, a maintenance whose Machine's
-// replacement lands on a spare cost its budget two places until the replacement's Node was up.
-func down(h *infrav1.RedfishHost) bool {
-	if conditions.IsTrue(h, infrav1.ReadyCondition) {
-		return false
+// replacing counts, by MachineDeployment, the maintenances (but skip) holding one of hosts whose
+// Machine was deleted to be replaced elsewhere (mode Replace, Draining or InMaintenance): each
+// may have its replacement booting on a spare.
+func replacing(ms []expv1.RedfishMaintenance, skip string, hosts []string) map[string]int {
+	out := map[string]int{}
+	for i := range ms {
+		m := &ms[i]
+		if m.Name == skip || m.Spec.Mode == expv1.Reuse || m.Status.MachineDeployment == "" || keepsMachine(m) ||
+			(m.Status.Stage != expv1.StageDraining && m.Status.Stage != expv1.StageInMaintenance) || !slices.Contains(hosts, m.Spec.HostName) {
+			continue
+		}
+		out[m.Status.MachineDeployment]++
 	}
-	booting := h.Status.State == infrav1.HostStateProvisioning && conditions.IsTrue(h, infrav1.BMCReachableCondition) &&
-		len(h.Spec.RebootRequests) == 0 && h.DeletionTimestamp.IsZero()
-	return !booting
+	return out
 }
 
-// allows says whether one more host may go into maintenance. A host already unavailable (not
-// Ready) changes nothing in maxUnavailable by being taken; one that another maintenance already
+// replacementBootGrace is how long a spare's boot for a MachineDeployment's Machine may take before
+// the spare counts as down like any host that is not Ready.
+const replacementBootGrace = 30 * time.Minute
+
+// replacementBoot says whether a host that is not Ready may be a spare booting for a
+// MachineDeployment's Machine: being provisioned for its claim (made within
+// replacementBootGrace), its BMC reachable, its boot not failed, nothing holding its power, not
+// being deleted. budgetOf pairs it with a maintenance of that MachineDeployment (see replacing):
+// counted too, a maintenance whose Machine's replacement lands on a spare cost its budget two
+// places until the replacement's Node was up.
+func replacementBoot(h *infrav1.RedfishHost, now time.Time) bool {
+	c := h.Status.Claim
+	return h.Status.State == infrav1.HostStateProvisioning && c != nil && c.Owner != nil && c.Owner.Kind == "MachineDeployment" &&
+		now.Sub(c.Since.Time) < replacementBootGrace &&
+		conditions.IsTrue(h, infrav1.BMCReachableCondition) && !conditions.IsFalse(h, infrav1.BootPreparedCondition) &&
+		len(h.Spec.RebootRequests) == 0 && h.DeletionTimestamp.IsZero()
+}
+
+// allows says whether one more host may go into maintenance. A host already counted unavailable
+// (see budgetOf) changes nothing in maxUnavailable by being taken; one that another maintenance already
 // holds (several maintenances on one host) changes nothing in either count.
 func (b budget) allows(alreadyUnavailable, alreadyInMaintenance bool) (bool, string) {
 	if alreadyInMaintenance {
@@ -310,7 +344,7 @@ func (r *Reconciler) gateOpen(ctx context.Context, reader client.Reader, m *expv
 	governed := false
 	for i := range policies.Items {
 		p := &policies.Items[i]
-		b, names, err := budgetOf(p, f, m.Name)
+		b, names, err := budgetOf(p, f, m.Name, now)
 		if err != nil {
 			return false, InvalidPolicyReason, fmt.Sprintf("RedfishMaintenancePolicy %s: %v", p.Name, err), 10 * r.PollInterval, nil
 		}
@@ -328,7 +362,7 @@ func (r *Reconciler) gateOpen(ctx context.Context, reader client.Reader, m *expv
 			return false, WaitingForWindowReason, fmt.Sprintf("RedfishMaintenancePolicy %s: the next window opens at %s", p.Name, next.UTC().Format(time.RFC3339)),
 				min(max(next.Sub(now), time.Second), 10*r.PollInterval), nil
 		}
-		if ok, why := b.allows(down(host), hostHeld); !ok {
+		if ok, why := b.allows(b.down[host.Name], hostHeld); !ok {
 			return false, WaitingForBudgetReason, fmt.Sprintf("RedfishMaintenancePolicy %s: %s", p.Name, why), r.budgetRecheck(), nil
 		}
 		// The budget's room goes to the maintenances first in line: as many start at once as it
@@ -355,7 +389,7 @@ func (r *Reconciler) gateOpen(ctx context.Context, reader client.Reader, m *expv
 // governed says whether a policy selects the host.
 func (r *Reconciler) governed(policies []expv1.RedfishMaintenancePolicy, f fleet, host string) bool {
 	for i := range policies {
-		if _, names, err := budgetOf(&policies[i], f, ""); err == nil && slices.Contains(names, host) {
+		if _, names, err := budgetOf(&policies[i], f, "", time.Time{}); err == nil && slices.Contains(names, host) {
 			return true
 		}
 	}

@@ -68,7 +68,7 @@ func TestBudgetCountsHostsUnavailableForAnyReason(t *testing.T) {
 	two := intstr.FromInt32(2)
 	p := &expv1.RedfishMaintenancePolicy{Spec: expv1.RedfishMaintenancePolicySpec{
 		HostSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"rack": "r1"}}, MaxUnavailable: &two}}
-	b, names, err := budgetOf(p, fleet{hosts: hosts, ms: ms}, "m-d")
+	b, names, err := budgetOf(p, fleet{hosts: hosts, ms: ms}, "m-d", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,13 +86,13 @@ func TestBudgetCountsHostsUnavailableForAnyReason(t *testing.T) {
 	}
 	pct := intstr.FromString("10%") // of 5 hosts: 0.5, at least 1
 	p.Spec.MaxUnavailable, p.Spec.HostSelector = &pct, nil
-	if b, _, _ := budgetOf(p, fleet{hosts: hosts}, ""); b.maxUnavailable != 1 || b.maxParallel != -1 {
+	if b, _, _ := budgetOf(p, fleet{hosts: hosts}, "", time.Now()); b.maxUnavailable != 1 || b.maxParallel != -1 {
 		t.Errorf("10%% of %d hosts gives maxUnavailable %d (maxParallel %d), want 1 (no limit)", b.hosts, b.maxUnavailable, b.maxParallel)
 	}
 	one := intstr.FromInt32(1)
 	five := intstr.FromInt32(5)
 	p.Spec.MaxUnavailable, p.Spec.MaxParallel = &five, &one
-	b, _, _ = budgetOf(p, fleet{hosts: hosts, ms: ms}, "")
+	b, _, _ = budgetOf(p, fleet{hosts: hosts, ms: ms}, "", time.Now())
 	if ok, why := b.allows(false, false); ok {
 		t.Errorf("maxParallel 1 with two hosts in maintenance allowed a third (%+v)", b)
 	} else if why == "" {
@@ -122,7 +122,7 @@ func TestClusterSelectorCountsTheClustersHostsAlsoWhileInMaintenance(t *testing.
 	}
 	p := &expv1.RedfishMaintenancePolicy{Spec: expv1.RedfishMaintenancePolicySpec{
 		ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "prod"}}}}
-	b, names, err := budgetOf(p, f, "")
+	b, names, err := budgetOf(p, f, "", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,12 +131,13 @@ func TestClusterSelectorCountsTheClustersHostsAlsoWhileInMaintenance(t *testing.
 	}
 }
 
-// A spare being provisioned for its claim takes nothing out of service: counting it as down made
-// every maintenance whose Machine's replacement landed on a spare cost the budget twice, until
-// the replacement's Node was up (at N = 100 the next maintenance waited about 3 s per place).
-// A host that is down while provisioning (its BMC unreachable) still counts, as does any other
-// host that is not Ready.
-func TestAHostBeingProvisionedForItsClaimIsNotCountedAsDown(t *testing.T) {
+// A maintenance whose Machine's replacement boots on a spare costs its budget one place (its host,
+// held), not two: the spare booting for that MachineDeployment is paired with it. Any other host
+// that is not Ready counts: a second boot for one maintenance, a boot for a Reuse maintenance
+// (its replacement waits for the same host), a boot without a maintenance taking a Machine, a
+// failed or overdue boot, and an unreachable one.
+func TestASpareBootingForAMaintenancesReplacementIsCountedOnce(t *testing.T) {
+	now := time.Now()
 	host := func(name string, state infrav1.HostState, ready, reachable bool) infrav1.RedfishHost {
 		h := infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		h.Status.State = state
@@ -151,25 +152,83 @@ func TestAHostBeingProvisionedForItsClaimIsNotCountedAsDown(t *testing.T) {
 		set(infrav1.BMCReachableCondition, reachable)
 		return h
 	}
-	hosts := []infrav1.RedfishHost{
-		host("serving", infrav1.HostStateProvisioned, true, true),
-		host("spare-booting", infrav1.HostStateProvisioning, false, true),
-		host("booting-unreachable", infrav1.HostStateProvisioning, false, false),
-		host("cleaning", infrav1.HostStateCleaning, false, true),
-		host("provisioned-unreachable", infrav1.HostStateProvisioned, false, false),
+	booting := func(name, md string, since time.Duration) infrav1.RedfishHost {
+		h := host(name, infrav1.HostStateProvisioning, false, true)
+		h.Status.Claim = &infrav1.HostClaim{Owner: &infrav1.ObjectRef{Kind: "MachineDeployment", Name: md}, Since: metav1.NewTime(now.Add(-since))}
+		return h
 	}
-	two := intstr.FromInt32(2)
-	p := &expv1.RedfishMaintenancePolicy{Spec: expv1.RedfishMaintenancePolicySpec{MaxUnavailable: &two}}
-	b, _, err := budgetOf(p, fleet{hosts: hosts}, "")
-	if err != nil {
-		t.Fatal(err)
+	maint := func(name, hostName, md string, stage expv1.MaintenanceStage, mode expv1.MaintenanceMode) expv1.RedfishMaintenance {
+		m := expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		m.Spec.HostName, m.Spec.Mode = hostName, mode
+		m.Status.Stage, m.Status.MachineDeployment = stage, md
+		return m
 	}
-	if b.unavailable != 3 {
-		t.Errorf("%d hosts counted unavailable, want 3 (the unreachable booting host, the cleaning one, the unreachable serving one; not the spare booting)", b.unavailable)
-	}
-	for i, want := range []bool{false, false, true, true, true} {
-		if got := down(&hosts[i]); got != want {
-			t.Errorf("host %s down = %v, want %v", hosts[i].Name, got, want)
-		}
+	failed := booting("boot-failed", "md-a", time.Minute)
+	failed.Status.Conditions = append(failed.Status.Conditions, metav1.Condition{Type: infrav1.BootPreparedCondition, Status: metav1.ConditionFalse})
+	unreachable := booting("booting-unreachable", "md-a", time.Minute)
+	unreachable.Status.Conditions[1].Status = metav1.ConditionFalse
+	for _, c := range []struct {
+		name     string
+		hosts    []infrav1.RedfishHost
+		ms       []expv1.RedfishMaintenance
+		wantDown []string
+	}{
+		{"the replacement of a Machine a Replace maintenance took (Draining)",
+			[]infrav1.RedfishHost{host("held", infrav1.HostStateProvisioned, false, true), booting("spare", "md-a", time.Minute)},
+			[]expv1.RedfishMaintenance{maint("m", "held", "md-a", expv1.StageDraining, expv1.Replace)},
+			[]string{"held"}},
+		{"the same, InMaintenance",
+			[]infrav1.RedfishHost{host("held", infrav1.HostStateProvisioned, false, true), booting("spare", "md-a", time.Minute)},
+			[]expv1.RedfishMaintenance{maint("m", "held", "md-a", expv1.StageInMaintenance, expv1.Replace)},
+			[]string{"held"}},
+		{"two boots for one maintenance: one counts",
+			[]infrav1.RedfishHost{host("held", infrav1.HostStateProvisioned, false, true), booting("spare-1", "md-a", time.Minute), booting("spare-2", "md-a", time.Minute)},
+			[]expv1.RedfishMaintenance{maint("m", "held", "md-a", expv1.StageDraining, expv1.Replace)},
+			[]string{"held", "spare-2"}},
+		{"a boot for another MachineDeployment",
+			[]infrav1.RedfishHost{host("held", infrav1.HostStateProvisioned, false, true), booting("spare", "md-b", time.Minute)},
+			[]expv1.RedfishMaintenance{maint("m", "held", "md-a", expv1.StageDraining, expv1.Replace)},
+			[]string{"held", "spare"}},
+		{"a Reuse maintenance: its replacement waits for its host",
+			[]infrav1.RedfishHost{host("held", infrav1.HostStateProvisioned, false, true), booting("spare", "md-a", time.Minute)},
+			[]expv1.RedfishMaintenance{maint("m", "held", "md-a", expv1.StageInMaintenance, expv1.Reuse)},
+			[]string{"held", "spare"}},
+		{"a maintenance that completed: its host serves again",
+			[]infrav1.RedfishHost{host("back", infrav1.HostStateAvailable, true, true), booting("spare", "md-a", time.Minute)},
+			[]expv1.RedfishMaintenance{maint("m", "back", "md-a", expv1.StageCompleted, expv1.Replace)},
+			[]string{"spare"}},
+		{"a maintenance on a host this policy does not govern",
+			[]infrav1.RedfishHost{booting("spare", "md-a", time.Minute)},
+			[]expv1.RedfishMaintenance{maint("m", "elsewhere", "md-a", expv1.StageDraining, expv1.Replace)},
+			[]string{"spare"}},
+		{"no maintenance: a boot of a rollout or a scale-up",
+			[]infrav1.RedfishHost{booting("spare", "md-a", time.Minute)}, nil,
+			[]string{"spare"}},
+		{"a failed boot, an unreachable one, an overdue one",
+			[]infrav1.RedfishHost{host("held", infrav1.HostStateProvisioned, false, true), failed, unreachable, booting("overdue", "md-a", 31*time.Minute)},
+			[]expv1.RedfishMaintenance{maint("m", "held", "md-a", expv1.StageDraining, expv1.Replace)},
+			[]string{"held", "boot-failed", "booting-unreachable", "overdue"}},
+		{"serving, cleaning and unreachable hosts",
+			[]infrav1.RedfishHost{host("serving", infrav1.HostStateProvisioned, true, true), host("cleaning", infrav1.HostStateCleaning, false, true), host("provisioned-unreachable", infrav1.HostStateProvisioned, false, false)},
+			[]expv1.RedfishMaintenance{maint("m", "serving", "md-a", expv1.StageInMaintenance, expv1.Replace)},
+			[]string{"serving", "cleaning", "provisioned-unreachable"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ten := intstr.FromInt32(10)
+			p := &expv1.RedfishMaintenancePolicy{Spec: expv1.RedfishMaintenancePolicySpec{MaxUnavailable: &ten}}
+			b, _, err := budgetOf(p, fleet{hosts: c.hosts, ms: c.ms}, "", now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, h := range c.hosts {
+				if b.down[h.Name] {
+					got = append(got, h.Name)
+				}
+			}
+			if !slices.Equal(got, c.wantDown) || b.unavailable != len(c.wantDown) {
+				t.Errorf("counted down %v (%d unavailable), want %v", got, b.unavailable, c.wantDown)
+			}
+		})
 	}
 }

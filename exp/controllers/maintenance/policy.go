@@ -82,7 +82,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	b, _, berr := budgetOf(p, f, "")
+	b, _, berr := budgetOf(p, f, "", r.Now())
 	open, next, werr := windowState(p.Spec.Windows, r.Now())
 	if err := errors.Join(berr, werr); err != nil {
 		conditions.Set(p, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: InvalidPolicyReason, Message: err.Error()})

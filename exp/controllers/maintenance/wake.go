@@ -3,11 +3,13 @@ package maintenance
 import (
 	"context"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -43,15 +45,21 @@ var stageChanged = predicate.Funcs{
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
-// downChanged passes hosts that went down or came back (see down), and hosts that went.
+// downChanged passes hosts that went down or came back, or started or stopped booting as a spare
+// for a replacement does (see budgetOf), and hosts that went.
 var downChanged = predicate.Funcs{
 	CreateFunc: func(event.CreateEvent) bool { return false },
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		before, ok1 := e.ObjectOld.(*infrav1.RedfishHost)
 		after, ok2 := e.ObjectNew.(*infrav1.RedfishHost)
-		return !ok1 || !ok2 || down(before) != down(after)
+		return !ok1 || !ok2 || standing(before) != standing(after)
 	},
 	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// standing is what a budget counts a host by: Ready, or booting as a spare for a replacement may.
+func standing(h *infrav1.RedfishHost) [2]bool {
+	return [2]bool{conditions.IsTrue(h, infrav1.ReadyCondition), replacementBoot(h, time.Now())}
 }
 
 // runningChanged passes Machines that started or stopped counting as available to the gate
@@ -118,7 +126,7 @@ func (r *Reconciler) nextInLine(ctx context.Context, namespace string) []reconci
 	}
 	governed := map[string]bool{}
 	for i := range policies.Items {
-		b, names, err := budgetOf(&policies.Items[i], f, "")
+		b, names, err := budgetOf(&policies.Items[i], f, "", r.Now())
 		if err != nil {
 			continue
 		}

@@ -49,7 +49,7 @@ func TestTheBudgetMovingWakesTheMaintenanceThatGoesNextInEachPolicy(t *testing.T
 		maintenance("m-f", "f", 3, expv1.StageApproved, WaitingForBudgetReason),  // no policy: one at a time
 		maintenance("m-g", "g", 4, expv1.StageInMaintenance, WaitingForCompletionReason),
 	}
-	r := &Reconciler{Client: apiWorld(t, objs...)}
+	r := &Reconciler{Client: apiWorld(t, objs...), Now: time.Now}
 	var got []string
 	for _, req := range r.nextInLine(context.Background(), "ns") {
 		got = append(got, req.Name)
@@ -60,7 +60,7 @@ func TestTheBudgetMovingWakesTheMaintenanceThatGoesNextInEachPolicy(t *testing.T
 	}
 
 	// Nothing waits for the budget: nothing is woken.
-	r = &Reconciler{Client: apiWorld(t, host("a", "r1"), policy("p1", "r1"), maintenance("m-a", "a", 1, expv1.StageDraining, DrainingReason))}
+	r = &Reconciler{Now: time.Now, Client: apiWorld(t, host("a", "r1"), policy("p1", "r1"), maintenance("m-a", "a", 1, expv1.StageDraining, DrainingReason))}
 	if got := r.nextInLine(context.Background(), "ns"); len(got) != 0 {
 		t.Errorf("woken %v with no maintenance waiting", got)
 	}
@@ -102,15 +102,22 @@ func TestOnlyChangesThatMoveABudgetWakeTheNextInLine(t *testing.T) {
 	ready.Status.Conditions[0].Status = metav1.ConditionTrue
 	powered := h.DeepCopy()
 	powered.Status.PowerState = "On"
-	// A spare claimed by a Machine: Available and Ready, then provisioning (not Ready, not down).
+	// A spare claimed by a MachineDeployment's Machine: Available and Ready, then provisioning
+	// (not Ready; not down if it replaces a Machine a maintenance took), then its boot failed.
 	spare := ready.DeepCopy()
 	spare.Status.State = infrav1.HostStateAvailable
 	spare.Status.Conditions = append(spare.Status.Conditions, metav1.Condition{Type: infrav1.BMCReachableCondition, Status: metav1.ConditionTrue})
 	booting := spare.DeepCopy()
 	booting.Status.State = infrav1.HostStateProvisioning
 	booting.Status.Conditions[0].Status = metav1.ConditionFalse
+	booting.Status.Claim = &infrav1.HostClaim{Owner: &infrav1.ObjectRef{Kind: "MachineDeployment", Name: "md"}, Since: metav1.Now()}
 	bootingUnreachable := booting.DeepCopy()
 	bootingUnreachable.Status.Conditions[1].Status = metav1.ConditionFalse
+	bootFailed := booting.DeepCopy()
+	bootFailed.Status.Conditions = append(bootFailed.Status.Conditions, metav1.Condition{Type: infrav1.BootPreparedCondition, Status: metav1.ConditionFalse})
+	booted := booting.DeepCopy()
+	booted.Status.State = infrav1.HostStateProvisioned
+	booted.Status.Conditions[0].Status = metav1.ConditionTrue
 
 	mc := &clusterv1.Machine{}
 	mc.Status.Phase = string(clusterv1.MachinePhaseProvisioned)
@@ -140,8 +147,10 @@ func TestOnlyChangesThatMoveABudgetWakeTheNextInLine(t *testing.T) {
 		{"host became Ready", downChanged, h, ready, true},
 		{"host stopped being Ready", downChanged, ready, h, true},
 		{"host powered on", downChanged, h, powered, false},
-		{"spare began provisioning for its claim", downChanged, spare, booting, false},
+		{"spare began provisioning for its claim", downChanged, spare, booting, true},
 		{"provisioning host lost its BMC", downChanged, booting, bootingUnreachable, true},
+		{"provisioning host's boot failed", downChanged, booting, bootFailed, true},
+		{"provisioned host became Ready", downChanged, booting, booted, true},
 		{"Machine running", runningChanged, mc, running, true},
 		{"running Machine deleted", runningChanged, running, runningDeleted, true},
 		{"running Machine relabelled", runningChanged, running, relabelledRunning, false},
