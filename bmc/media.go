@@ -11,17 +11,18 @@ import (
 	"github.com/stmcginnis/gofish/schemas"
 )
 
-// virtualMedia lists the virtual media devices: under the system (Redfish 1.13+) or its manager.
+// virtualMedia lists the virtual media devices: under the system (Redfish 1.13+) or its managers.
 // Where they live is found once (a read of the system, and of its managers where the system has
 // none) and then listed straight: each boot's preparation reads the system one time fewer (on
-// some BMCs that read takes a second). A listing that fails or finds no device (a collection gone
-// or left empty by a BMC firmware update that moved the devices, or any other error) looks for
-// them again: an empty remembered collection must not read as a BMC without virtual media, nor
-// make an eject eject nothing.
+// some BMCs that read takes a second). Only the collections that held devices are remembered; a
+// listing that fails or finds one of them empty (a collection gone or left empty by a BMC
+// firmware update that moved the devices, or any other error) looks for them again: an empty
+// remembered collection must not read as a BMC without virtual media, nor make an eject eject
+// nothing.
 func (c *client) virtualMedia(ctx context.Context) ([]*schemas.VirtualMedia, error) {
 	if at := c.mediaAt.Load(); at != nil {
-		media, err := c.listMedia(ctx, *at)
-		if err == nil && len(media) > 0 {
+		media, held, err := c.listMedia(ctx, *at)
+		if err == nil && len(held) == len(*at) {
 			return media, nil
 		}
 		c.mediaAt.CompareAndSwap(at, nil) // found again below, or the error said again
@@ -36,7 +37,7 @@ func (c *client) virtualMedia(ctx context.Context) ([]*schemas.VirtualMedia, err
 	if uri := link(sys.RawData, "VirtualMedia"); uri != "" {
 		at = append(at, uri)
 	}
-	media, err := c.listMedia(ctx, at)
+	media, held, err := c.listMedia(ctx, at)
 	if err != nil {
 		return nil, err
 	}
@@ -51,27 +52,29 @@ func (c *client) virtualMedia(ctx context.Context) ([]*schemas.VirtualMedia, err
 				at = append(at, uri)
 			}
 		}
-		if media, err = c.listMedia(ctx, at); err != nil {
+		if media, held, err = c.listMedia(ctx, at); err != nil {
 			return nil, err
 		}
 	}
-	if len(media) > 0 {
-		c.mediaAt.Store(&at)
+	if len(held) > 0 {
+		c.mediaAt.Store(&held)
 	}
 	return media, nil
 }
 
-// listMedia lists the virtual media devices of the collections at.
-func (c *client) listMedia(ctx context.Context, at []string) ([]*schemas.VirtualMedia, error) {
-	var media []*schemas.VirtualMedia
+// listMedia lists the virtual media devices of the collections at, and names those that hold any.
+func (c *client) listMedia(ctx context.Context, at []string) (media []*schemas.VirtualMedia, held []string, err error) {
 	for _, uri := range at {
 		vm, err := schemas.GetCollectionObjects[schemas.VirtualMedia](c.with(ctx), uri)
 		if err != nil {
-			return nil, fmt.Errorf("listing the virtual media of %s: %w", uri, classify(err))
+			return nil, nil, fmt.Errorf("listing the virtual media of %s: %w", uri, classify(err))
+		}
+		if len(vm) > 0 {
+			held = append(held, uri)
 		}
 		media = append(media, vm...)
 	}
-	return media, nil
+	return media, held, nil
 }
 
 // link is the @odata.id of the resource property prop of a resource's raw JSON links to.

@@ -160,14 +160,27 @@ func runMaintenancesWith(name string, restart func()) maintenanceRun {
 		run.recorded = append(run.recorded, m.Status.MachineUID)
 	}
 	run.resets, run.deleted = map[string]int{}, deletions()
+	// A client the running manager replaced a moment ago is logged out in the background (within
+	// 10 s): its session may still be open. What a stopped manager left stays for good.
+	mostSessions := func() int {
+		n := 0
+		for _, s := range b.fleet.Servers {
+			n = max(n, s.ActiveSessions())
+		}
+		return n
+	}
+	for settle := time.Now().Add(15 * time.Second); mostSessions() > 1 && time.Now().Before(settle); {
+		time.Sleep(250 * time.Millisecond)
+	}
 	for _, s := range b.fleet.Servers {
 		st := s.Stats()
 		for k, v := range st.Resets {
 			run.resets[k] += v
 		}
 		run.boots += st.Boots
-		run.sessions = max(run.sessions, s.ActiveSessions())
-		if sessions := s.Sessions(); len(sessions) > 1 {
+		sessions := s.Sessions()
+		run.sessions = max(run.sessions, len(sessions))
+		if len(sessions) > 1 {
 			run.extra += fmt.Sprintf("%s holds %d sessions:", s.ID(), len(sessions))
 			for _, x := range sessions {
 				run.extra += fmt.Sprintf(" [#%s created %s, last used %s, %d requests]", x.ID,

@@ -41,9 +41,11 @@ type RedfishMaintenancePolicySpec struct {
 	// maxUnavailable is how many selected hosts may be unavailable at once (an integer, or a
 	// percentage of the selected hosts, rounded down but at least 1), counting hosts unavailable
 	// for any reason (not Ready: unreachable BMC, error, cleaning, provisioning) and hosts in
-	// maintenance; a host booting the replacement of a Machine that a maintenance (mode Replace)
-	// took off a selected host is that maintenance's place, not counted again (one per
-	// maintenance, its BMC reachable, its boot not failed, claimed less than 30 minutes ago).
+	// maintenance. One exception: while a maintenance (mode Replace) that took a
+	// MachineDeployment's Machine off a selected host is Draining or InMaintenance, the first host
+	// claimed for that MachineDeployment since it began draining is its replacement, counted in
+	// the maintenance's place rather than again while it boots (its BMC reachable, its boot not
+	// failed, claimed less than 30 minutes ago).
 	// Default 1.
 	// +optional
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`

@@ -192,7 +192,7 @@ func budgetOf(p *expv1.RedfishMaintenancePolicy, f fleet, skip string, now time.
 		governed = append(governed, h)
 		names = append(names, h.Name)
 	}
-	replaced := replacing(f.ms, skip, names)
+	exempt := replacements(f.ms, skip, governed, now)
 	for _, h := range governed {
 		b.hosts++
 		switch {
@@ -200,11 +200,7 @@ func budgetOf(p *expv1.RedfishMaintenancePolicy, f fleet, skip string, now time.
 			b.unavailable++
 			b.inMaintenance++
 			b.down[h.Name] = true
-		case conditions.IsTrue(h, infrav1.ReadyCondition):
-		case replacementBoot(h, now) && replaced[h.Status.Claim.Owner.Name] > 0:
-			// The replacement of a Machine a maintenance took off one of these hosts: that
-			// place is counted once, held.
-			replaced[h.Status.Claim.Owner.Name]--
+		case conditions.IsTrue(h, infrav1.ReadyCondition), exempt[h.Name]:
 		default:
 			b.unavailable++
 			b.down[h.Name] = true
@@ -219,38 +215,85 @@ func budgetOf(p *expv1.RedfishMaintenancePolicy, f fleet, skip string, now time.
 	return b, names, nil
 }
 
-// replacing counts, by MachineDeployment, the maintenances (but skip) holding one of hosts whose
-// Machine was deleted to be replaced elsewhere (mode Replace, Draining or InMaintenance): each
-// may have its replacement booting on a spare.
-func replacing(ms []expv1.RedfishMaintenance, skip string, hosts []string) map[string]int {
-	out := map[string]int{}
+// replacements names the hosts of governed booting the replacement of a Machine a maintenance
+// took: those cost the budget nothing more, the maintenance's held host being counted already.
+// Each host a maintenance (but skip; mode Replace, Draining or InMaintenance) holds among governed
+// is one place its MachineDeployment's replacement may take, from when the maintenance began
+// draining (the Machine is deleted after). The hosts claimed for that MachineDeployment since,
+// oldest claim first, take those places: whatever they are doing (a replacement already Ready
+// uses its place up), and only one booting as a replacement may (see replacementBoot) is
+// exempt. A boot claimed before the drain, or beyond the places (a scale-up, a remediation),
+// counts as down.
+func replacements(ms []expv1.RedfishMaintenance, skip string, governed []*infrav1.RedfishHost, now time.Time) map[string]bool {
+	places := map[string]map[string]time.Time{} // MachineDeployment -> held host -> drain began
 	for i := range ms {
 		m := &ms[i]
 		if m.Name == skip || m.Spec.Mode == expv1.Reuse || m.Status.MachineDeployment == "" || keepsMachine(m) ||
-			(m.Status.Stage != expv1.StageDraining && m.Status.Stage != expv1.StageInMaintenance) || !slices.Contains(hosts, m.Spec.HostName) {
+			(m.Status.Stage != expv1.StageDraining && m.Status.Stage != expv1.StageInMaintenance) ||
+			!slices.ContainsFunc(governed, func(h *infrav1.RedfishHost) bool { return h.Name == m.Spec.HostName }) {
 			continue
 		}
-		out[m.Status.MachineDeployment]++
+		i := slices.IndexFunc(m.Status.Stages, func(s expv1.StageTime) bool { return s.Stage == expv1.StageDraining })
+		if i < 0 {
+			continue
+		}
+		began := m.Status.Stages[i].Time.Time
+		byHost := places[m.Status.MachineDeployment]
+		if byHost == nil {
+			byHost = map[string]time.Time{}
+			places[m.Status.MachineDeployment] = byHost
+		}
+		if t, ok := byHost[m.Spec.HostName]; !ok || began.Before(t) {
+			byHost[m.Spec.HostName] = began // several maintenances of one host: one Machine, one place
+		}
 	}
-	return out
+	exempt := map[string]bool{}
+	if len(places) == 0 {
+		return exempt
+	}
+	var claimed []*infrav1.RedfishHost
+	for _, h := range governed {
+		if c := h.Status.Claim; c != nil && c.Owner != nil && c.Owner.Kind == machineDeploymentKind && places[c.Owner.Name] != nil {
+			claimed = append(claimed, h)
+		}
+	}
+	sort.SliceStable(claimed, func(i, j int) bool { return claimed[i].Status.Claim.Since.Before(&claimed[j].Status.Claim.Since) })
+	for _, h := range claimed {
+		c := h.Status.Claim
+		var place string
+		for held, began := range places[c.Owner.Name] {
+			if !c.Since.Time.Before(began) {
+				place = held
+				break
+			}
+		}
+		if place == "" {
+			continue // claimed before every drain of its MachineDeployment: not a replacement
+		}
+		delete(places[c.Owner.Name], place)
+		exempt[h.Name] = !conditions.IsTrue(h, infrav1.ReadyCondition) && replacementBoot(h, now)
+	}
+	return exempt
 }
+
+// machineDeploymentKind is the kind a claim names as its owner for a MachineDeployment's Machine.
+const machineDeploymentKind = "MachineDeployment"
 
 // replacementBootGrace is how long a spare's boot for a MachineDeployment's Machine may take before
 // the spare counts as down like any host that is not Ready.
 const replacementBootGrace = 30 * time.Minute
 
-// replacementBoot says whether a host that is not Ready may be a spare booting for a
-// MachineDeployment's Machine: being provisioned for its claim (made within
-// replacementBootGrace), its BMC reachable, its boot not failed, nothing holding its power, not
-// being deleted. budgetOf pairs it with a maintenance of that MachineDeployment (see replacing):
-// counted too, a maintenance whose Machine's replacement lands on a spare cost its budget two
-// places until the replacement's Node was up.
+// replacementBoot says whether a host may be booting as a replacement: being provisioned for its
+// claim (made within replacementBootGrace), its BMC reachable, its boot not failed (a BMC only
+// busy for a moment is retried), nothing holding its power, not being deleted. replacements
+// pairs it with a maintenance's place: counted too, a maintenance whose Machine's replacement
+// lands on a spare cost its budget two places until the replacement's Node was up.
 func replacementBoot(h *infrav1.RedfishHost, now time.Time) bool {
 	c := h.Status.Claim
-	return h.Status.State == infrav1.HostStateProvisioning && c != nil && c.Owner != nil && c.Owner.Kind == "MachineDeployment" &&
-		now.Sub(c.Since.Time) < replacementBootGrace &&
-		conditions.IsTrue(h, infrav1.BMCReachableCondition) && !conditions.IsFalse(h, infrav1.BootPreparedCondition) &&
-		len(h.Spec.RebootRequests) == 0 && h.DeletionTimestamp.IsZero()
+	failed := conditions.IsFalse(h, infrav1.BootPreparedCondition) && conditions.GetReason(h, infrav1.BootPreparedCondition) != infrav1.BMCBusyReason
+	return h.Status.State == infrav1.HostStateProvisioning && c != nil && c.Owner != nil && c.Owner.Kind == machineDeploymentKind &&
+		now.Sub(c.Since.Time) < replacementBootGrace && !failed &&
+		conditions.IsTrue(h, infrav1.BMCReachableCondition) && len(h.Spec.RebootRequests) == 0 && h.DeletionTimestamp.IsZero()
 }
 
 // allows says whether one more host may go into maintenance. A host already counted unavailable
@@ -389,7 +432,7 @@ func (r *Reconciler) gateOpen(ctx context.Context, reader client.Reader, m *expv
 // governed says whether a policy selects the host.
 func (r *Reconciler) governed(policies []expv1.RedfishMaintenancePolicy, f fleet, host string) bool {
 	for i := range policies {
-		if _, names, err := budgetOf(&policies[i], f, "", time.Time{}); err == nil && slices.Contains(names, host) {
+		if _, names, err := budgetOf(&policies[i], f, "", r.Now()); err == nil && slices.Contains(names, host) {
 			return true
 		}
 	}

@@ -157,16 +157,33 @@ func TestASpareBootingForAMaintenancesReplacementIsCountedOnce(t *testing.T) {
 		h.Status.Claim = &infrav1.HostClaim{Owner: &infrav1.ObjectRef{Kind: "MachineDeployment", Name: md}, Since: metav1.NewTime(now.Add(-since))}
 		return h
 	}
+	// A maintenance that began draining 2 minutes ago.
 	maint := func(name, hostName, md string, stage expv1.MaintenanceStage, mode expv1.MaintenanceMode) expv1.RedfishMaintenance {
 		m := expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		m.Spec.HostName, m.Spec.Mode = hostName, mode
 		m.Status.Stage, m.Status.MachineDeployment = stage, md
+		m.Status.Stages = []expv1.StageTime{{Stage: expv1.StageDraining, Time: metav1.NewTime(now.Add(-2 * time.Minute))}}
 		return m
 	}
 	failed := booting("boot-failed", "md-a", time.Minute)
-	failed.Status.Conditions = append(failed.Status.Conditions, metav1.Condition{Type: infrav1.BootPreparedCondition, Status: metav1.ConditionFalse})
+	failed.Status.Conditions = append(failed.Status.Conditions, metav1.Condition{Type: infrav1.BootPreparedCondition, Status: metav1.ConditionFalse, Reason: "ImageUnreachable"})
+	busy := booting("bmc-busy", "md-a", time.Minute)
+	busy.Status.Conditions = append(busy.Status.Conditions, metav1.Condition{Type: infrav1.BootPreparedCondition, Status: metav1.ConditionFalse, Reason: infrav1.BMCBusyReason})
 	unreachable := booting("booting-unreachable", "md-a", time.Minute)
 	unreachable.Status.Conditions[1].Status = metav1.ConditionFalse
+	held := booting("reboot-requested", "md-a", time.Minute)
+	held.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "someone"}}
+	deleting := booting("deleting", "md-a", time.Minute)
+	deleting.DeletionTimestamp = &metav1.Time{Time: now}
+	controlPlane := booting("control-plane", "cp", time.Minute)
+	controlPlane.Status.Claim.Owner.Kind = "KubeadmControlPlane"
+	ready := booting("replacement-ready", "md-a", 90*time.Second)
+	ready.Status.State = infrav1.HostStateProvisioned
+	ready.Status.Conditions[0].Status = metav1.ConditionTrue
+	bmcOnly := maint("m", "held", "md-a", expv1.StageInMaintenance, expv1.Replace)
+	bmcOnly.Spec.Tasks = []expv1.MaintenanceTask{{Firmware: &expv1.FirmwareUpdate{Component: expv1.FirmwareBMC}}}
+	cpMaint := maint("m", "held", "cp", expv1.StageDraining, expv1.Replace)
+	servingHeld := host("held", infrav1.HostStateProvisioned, false, true)
 	for _, c := range []struct {
 		name     string
 		hosts    []infrav1.RedfishHost
@@ -208,6 +225,34 @@ func TestASpareBootingForAMaintenancesReplacementIsCountedOnce(t *testing.T) {
 			[]infrav1.RedfishHost{host("held", infrav1.HostStateProvisioned, false, true), failed, unreachable, booting("overdue", "md-a", 31*time.Minute)},
 			[]expv1.RedfishMaintenance{maint("m", "held", "md-a", expv1.StageDraining, expv1.Replace)},
 			[]string{"held", "boot-failed", "booting-unreachable", "overdue"}},
+		{"a boot claimed before the maintenance began draining",
+			[]infrav1.RedfishHost{servingHeld, booting("spare", "md-a", 3*time.Minute)},
+			[]expv1.RedfishMaintenance{maint("m", "held", "md-a", expv1.StageDraining, expv1.Replace)},
+			[]string{"held", "spare"}},
+		{"the replacement already Ready: a later boot is not it",
+			[]infrav1.RedfishHost{servingHeld, ready, booting("scale-up", "md-a", time.Minute)},
+			[]expv1.RedfishMaintenance{maint("m", "held", "md-a", expv1.StageInMaintenance, expv1.Replace)},
+			[]string{"held", "scale-up"}},
+		{"two maintenances of one host: one Machine, one replacement",
+			[]infrav1.RedfishHost{servingHeld, booting("spare-1", "md-a", time.Minute), booting("spare-2", "md-a", 30*time.Second)},
+			[]expv1.RedfishMaintenance{maint("m", "held", "md-a", expv1.StageDraining, expv1.Replace), maint("m2", "held", "md-a", expv1.StageDraining, expv1.Replace)},
+			[]string{"held", "spare-2"}},
+		{"a boot held by a reboot request, a host being deleted",
+			[]infrav1.RedfishHost{servingHeld, host("held2", infrav1.HostStateProvisioned, false, true), held, deleting},
+			[]expv1.RedfishMaintenance{maint("m", "held", "md-a", expv1.StageDraining, expv1.Replace), maint("m2", "held2", "md-a", expv1.StageDraining, expv1.Replace)},
+			[]string{"held", "held2", "reboot-requested", "deleting"}},
+		{"a BMC firmware maintenance: its Machine keeps running",
+			[]infrav1.RedfishHost{host("held", infrav1.HostStateProvisioned, true, true), booting("spare", "md-a", time.Minute)},
+			[]expv1.RedfishMaintenance{bmcOnly},
+			[]string{"held", "spare"}},
+		{"a control plane's replacement",
+			[]infrav1.RedfishHost{servingHeld, controlPlane},
+			[]expv1.RedfishMaintenance{cpMaint},
+			[]string{"held", "control-plane"}},
+		{"a BMC busy for a moment is not a failed boot",
+			[]infrav1.RedfishHost{servingHeld, busy},
+			[]expv1.RedfishMaintenance{maint("m", "held", "md-a", expv1.StageDraining, expv1.Replace)},
+			[]string{"held"}},
 		{"serving, cleaning and unreachable hosts",
 			[]infrav1.RedfishHost{host("serving", infrav1.HostStateProvisioned, true, true), host("cleaning", infrav1.HostStateCleaning, false, true), host("provisioned-unreachable", infrav1.HostStateProvisioned, false, false)},
 			[]expv1.RedfishMaintenance{maint("m", "serving", "md-a", expv1.StageInMaintenance, expv1.Replace)},

@@ -22,7 +22,8 @@ import (
 
 // A maintenance waiting for the budget is woken when the budget may have moved: another
 // maintenance leaves a stage that holds a host, joins or leaves the line, changes priority or
-// goes; a host goes down or comes back (policies count hosts that are down, see down); a
+// goes; a host goes down or comes back, or starts or ends a boot that may be a maintenance's
+// replacement (policies count hosts that are down, see budgetOf and replacements); a
 // Machine starts or stops running, or a MachineDeployment is resized or its rollout
 // maxUnavailable changes (the MachineDeployment's share). Only the maintenances first in line in
 // each policy, as many as its budget has room for, are woken (the others would wait for them
@@ -57,7 +58,9 @@ var downChanged = predicate.Funcs{
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
-// standing is what a budget counts a host by: Ready, or booting as a spare for a replacement may.
+// standing is what a budget counts a host by: Ready, or booting as a replacement may (its claim's
+// age read by the wall clock: a boot passing replacementBootGrace wakes nothing, it only makes
+// budgets stricter).
 func standing(h *infrav1.RedfishHost) [2]bool {
 	return [2]bool{conditions.IsTrue(h, infrav1.ReadyCondition), replacementBoot(h, time.Now())}
 }

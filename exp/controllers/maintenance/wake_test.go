@@ -242,6 +242,23 @@ func TestTheFirstInLineStartAsManyAtOnceAsTheBudgetHasRoomFor(t *testing.T) {
 	if got := passes(); got["m-c"] {
 		t.Error("m-c passed with two hosts out under maxUnavailable 2")
 	}
+	// m-a done, m-c's host down: two hosts unavailable under maxUnavailable 2, and m-c, whose host
+	// is one of them, costs the budget nothing more.
+	hosts["c"].Status.Conditions[0].Status = metav1.ConditionFalse
+	if err := c.Update(ctx, hosts["c"]); err != nil {
+		t.Fatal(err)
+	}
+	done := &expv1.RedfishMaintenance{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "m-a"}, done); err != nil {
+		t.Fatal(err)
+	}
+	done.Status.Stage = expv1.StageCompleted
+	if err := c.Status().Update(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	if got := passes(); !got["m-c"] {
+		t.Error("m-c, whose host is already down, waits for a budget it does not use")
+	}
 	// maxParallel bounds the room as well; the first in line may always try.
 	if got := (budget{maxUnavailable: 5, maxParallel: 3, inMaintenance: 1}).room(); got != 2 {
 		t.Errorf("room %d under maxUnavailable 5, maxParallel 3 with 1 in maintenance, want 2", got)
