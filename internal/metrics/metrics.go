@@ -53,7 +53,7 @@ var (
 
 	// MaintenanceBudget reports each RedfishMaintenancePolicy's budget in use.
 	MaintenanceBudget = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "caprf_maintenance_budget", Help: "Per RedfishMaintenancePolicy: hosts selected, unavailable (for any reason), in maintenance, and maxUnavailable.",
+		Name: "caprf_maintenance_budget", Help: "Per RedfishMaintenancePolicy: hosts selected, unavailable (not Ready for any reason, or in maintenance; a maintenance's replacement booting counts once), in maintenance, and maxUnavailable.",
 	}, []string{"namespace", "policy", "kind"})
 )
 

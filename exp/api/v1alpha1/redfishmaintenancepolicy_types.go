@@ -42,10 +42,11 @@ type RedfishMaintenancePolicySpec struct {
 	// percentage of the selected hosts, rounded down but at least 1), counting hosts unavailable
 	// for any reason (not Ready: unreachable BMC, error, cleaning, provisioning) and hosts in
 	// maintenance. One exception: while a maintenance (mode Replace) that took a
-	// MachineDeployment's Machine off a selected host is Draining or InMaintenance, the first host
-	// claimed for that MachineDeployment since it began draining is its replacement, counted in
-	// the maintenance's place rather than again while it boots (its BMC reachable, its boot not
-	// failed, claimed less than 30 minutes ago).
+	// MachineDeployment's Machine off a selected host is Draining or InMaintenance, the selected
+	// host claimed first for that MachineDeployment within 30 minutes after it began draining is
+	// its replacement, counted in the maintenance's place rather than again while it boots (its
+	// BMC reachable, its boot not failed, no reboot request, not being deleted, claimed less than
+	// 30 minutes ago): at most one host per maintained host.
 	// Default 1.
 	// +optional
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`

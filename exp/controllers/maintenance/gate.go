@@ -75,6 +75,9 @@ type budget struct {
 	hosts, unavailable, inMaintenance int
 	maxUnavailable, maxParallel       int             // maxParallel < 0: no limit
 	down                              map[string]bool // the hosts counted unavailable
+	// recount is when a boot not counted now (a replacement's, see replacements) passes its
+	// grace and counts; zero when none.
+	recount time.Time
 }
 
 // scaled resolves an int-or-percent against total: percentages round down but give at least 1.
@@ -200,7 +203,11 @@ func budgetOf(p *expv1.RedfishMaintenancePolicy, f fleet, skip string, now time.
 			b.unavailable++
 			b.inMaintenance++
 			b.down[h.Name] = true
-		case conditions.IsTrue(h, infrav1.ReadyCondition), exempt[h.Name]:
+		case conditions.IsTrue(h, infrav1.ReadyCondition):
+		case exempt[h.Name]:
+			if at := h.Status.Claim.Since.Add(replacementBootGrace); b.recount.IsZero() || at.Before(b.recount) {
+				b.recount = at
+			}
 		default:
 			b.unavailable++
 			b.down[h.Name] = true
@@ -219,11 +226,12 @@ func budgetOf(p *expv1.RedfishMaintenancePolicy, f fleet, skip string, now time.
 // took: those cost the budget nothing more, the maintenance's held host being counted already.
 // Each host a maintenance (but skip; mode Replace, Draining or InMaintenance) holds among governed
 // is one place its MachineDeployment's replacement may take, from when the maintenance began
-// draining (the Machine is deleted after). The hosts claimed for that MachineDeployment since,
-// oldest claim first, take those places: whatever they are doing (a replacement already Ready
-// uses its place up), and only one booting as a replacement may (see replacementBoot) is
-// exempt. A boot claimed before the drain, or beyond the places (a scale-up, a remediation),
-// counts as down.
+// draining (the Machine is deleted after) for replacementBootGrace. The other hosts claimed for
+// that MachineDeployment in that time take those places, oldest claim first, whatever they are
+// doing (a replacement already Ready uses its place up; in a tie, a host that is not booting goes
+// first), and only one booting as a replacement may (see replacementBoot) is exempt: at most one
+// host per maintained host. A boot claimed before the drain or long after, or beyond the places
+// (a scale-up, a remediation), counts as down.
 func replacements(ms []expv1.RedfishMaintenance, skip string, governed []*infrav1.RedfishHost, now time.Time) map[string]bool {
 	places := map[string]map[string]time.Time{} // MachineDeployment -> held host -> drain began
 	for i := range ms {
@@ -251,27 +259,50 @@ func replacements(ms []expv1.RedfishMaintenance, skip string, governed []*infrav
 	if len(places) == 0 {
 		return exempt
 	}
-	var claimed []*infrav1.RedfishHost
-	for _, h := range governed {
-		if c := h.Status.Claim; c != nil && c.Owner != nil && c.Owner.Kind == machineDeploymentKind && places[c.Owner.Name] != nil {
-			claimed = append(claimed, h)
-		}
+	type candidate struct {
+		h       *infrav1.RedfishHost
+		booting bool
 	}
-	sort.SliceStable(claimed, func(i, j int) bool { return claimed[i].Status.Claim.Since.Before(&claimed[j].Status.Claim.Since) })
-	for _, h := range claimed {
+	var claimed []candidate
+	for _, h := range governed {
 		c := h.Status.Claim
-		var place string
+		if c == nil || c.Owner == nil || c.Owner.Kind != machineDeploymentKind || places[c.Owner.Name] == nil {
+			continue // not claimed for a MachineDeployment with a place
+		}
+		claimed = append(claimed, candidate{h: h, booting: !conditions.IsTrue(h, infrav1.ReadyCondition) && replacementBoot(h, now)})
+	}
+	// Oldest claim first; in a tie (claims are dated to the second), a host not booting first, then
+	// by name: the outcome does not depend on the order hosts are listed in.
+	slices.SortFunc(claimed, func(a, b candidate) int {
+		if c := a.h.Status.Claim.Since.Compare(b.h.Status.Claim.Since.Time); c != 0 {
+			return c
+		}
+		if a.booting != b.booting {
+			if a.booting {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(a.h.Name, b.h.Name)
+	})
+	for _, x := range claimed {
+		c := x.h.Status.Claim
+		// The place whose time ends first among those open at the claim (the others stay open
+		// longer for later claims).
+		place, first := "", time.Time{}
 		for held, began := range places[c.Owner.Name] {
-			if !c.Since.Time.Before(began) {
-				place = held
-				break
+			if c.Since.Time.Before(began) || !c.Since.Time.Before(began.Add(replacementBootGrace)) {
+				continue
+			}
+			if place == "" || began.Before(first) || (began.Equal(first) && held < place) {
+				place, first = held, began
 			}
 		}
 		if place == "" {
-			continue // claimed before every drain of its MachineDeployment: not a replacement
+			continue // claimed before every drain of its MachineDeployment, or long after
 		}
 		delete(places[c.Owner.Name], place)
-		exempt[h.Name] = !conditions.IsTrue(h, infrav1.ReadyCondition) && replacementBoot(h, now)
+		exempt[x.h.Name] = x.booting
 	}
 	return exempt
 }

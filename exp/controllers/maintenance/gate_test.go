@@ -1,6 +1,7 @@
 package maintenance
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -8,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
@@ -184,6 +187,19 @@ func TestASpareBootingForAMaintenancesReplacementIsCountedOnce(t *testing.T) {
 	bmcOnly.Spec.Tasks = []expv1.MaintenanceTask{{Firmware: &expv1.FirmwareUpdate{Component: expv1.FirmwareBMC}}}
 	cpMaint := maint("m", "held", "cp", expv1.StageDraining, expv1.Replace)
 	servingHeld := host("held", infrav1.HostStateProvisioned, false, true)
+	longAgo := maint("m", "held", "md-a", expv1.StageInMaintenance, expv1.Replace)
+	longAgo.Status.Stages[0].Time = metav1.NewTime(now.Add(-40 * time.Minute))
+	sameSecond := maint("m", "held", "md-a", expv1.StageDraining, expv1.Replace)
+	sameSecond.Status.Stages[0].Time = metav1.NewTime(now.Add(-time.Minute))
+	later := maint("m2", "held", "md-a", expv1.StageDraining, expv1.Replace)
+	later.Status.Stages[0].Time = metav1.NewTime(now.Add(-time.Minute))
+	sameNameCP := booting("cp-same-name", "md-a", 90*time.Second)
+	sameNameCP.Status.Claim.Owner.Kind = "KubeadmControlPlane"
+	sameNameCP.Status.State = infrav1.HostStateProvisioned
+	sameNameCP.Status.Conditions[0].Status = metav1.ConditionTrue
+	readyTie := booting("z-ready", "md-a", time.Minute)
+	readyTie.Status.State = infrav1.HostStateProvisioned
+	readyTie.Status.Conditions[0].Status = metav1.ConditionTrue
 	for _, c := range []struct {
 		name     string
 		hosts    []infrav1.RedfishHost
@@ -253,6 +269,38 @@ func TestASpareBootingForAMaintenancesReplacementIsCountedOnce(t *testing.T) {
 			[]infrav1.RedfishHost{servingHeld, busy},
 			[]expv1.RedfishMaintenance{maint("m", "held", "md-a", expv1.StageDraining, expv1.Replace)},
 			[]string{"held"}},
+		{"a place is open for 30 minutes from the drain: a boot claimed later is not the replacement",
+			[]infrav1.RedfishHost{servingHeld, booting("late", "md-a", 5*time.Minute)},
+			[]expv1.RedfishMaintenance{longAgo},
+			[]string{"held", "late"}},
+		{"a replacement overdue: claimed after the drain, booting for over 30 minutes",
+			[]infrav1.RedfishHost{servingHeld, booting("overdue", "md-a", 31*time.Minute)},
+			[]expv1.RedfishMaintenance{longAgo},
+			[]string{"held", "overdue"}},
+		{"a claim in the drain's own second",
+			[]infrav1.RedfishHost{servingHeld, booting("spare", "md-a", time.Minute)},
+			[]expv1.RedfishMaintenance{sameSecond},
+			[]string{"held"}},
+		{"hosts listed newest claim first: the oldest takes the place",
+			[]infrav1.RedfishHost{servingHeld, booting("newer", "md-a", 30*time.Second), booting("older", "md-a", 90*time.Second)},
+			[]expv1.RedfishMaintenance{maint("m", "held", "md-a", expv1.StageDraining, expv1.Replace)},
+			[]string{"held", "newer"}},
+		{"a Ready host of a control plane of the same name takes no place",
+			[]infrav1.RedfishHost{servingHeld, sameNameCP, booting("spare", "md-a", time.Minute)},
+			[]expv1.RedfishMaintenance{maint("m", "held", "md-a", expv1.StageDraining, expv1.Replace)},
+			[]string{"held"}},
+		{"two maintenances of one host: the place opens at the first drain",
+			[]infrav1.RedfishHost{servingHeld, booting("spare", "md-a", 90*time.Second)},
+			[]expv1.RedfishMaintenance{later, maint("m", "held", "md-a", expv1.StageDraining, expv1.Replace)},
+			[]string{"held"}},
+		{"an unreachable boot takes the place and counts",
+			[]infrav1.RedfishHost{servingHeld, unreachable, booting("spare", "md-a", 30*time.Second)},
+			[]expv1.RedfishMaintenance{maint("m", "held", "md-a", expv1.StageDraining, expv1.Replace)},
+			[]string{"held", "booting-unreachable", "spare"}},
+		{"claimed in the same second, a Ready host takes the place before a boot, whatever the order",
+			[]infrav1.RedfishHost{servingHeld, booting("a-booting", "md-a", time.Minute), readyTie},
+			[]expv1.RedfishMaintenance{maint("m", "held", "md-a", expv1.StageDraining, expv1.Replace)},
+			[]string{"held", "a-booting"}},
 		{"serving, cleaning and unreachable hosts",
 			[]infrav1.RedfishHost{host("serving", infrav1.HostStateProvisioned, true, true), host("cleaning", infrav1.HostStateCleaning, false, true), host("provisioned-unreachable", infrav1.HostStateProvisioned, false, false)},
 			[]expv1.RedfishMaintenance{maint("m", "serving", "md-a", expv1.StageInMaintenance, expv1.Replace)},
@@ -275,5 +323,46 @@ func TestASpareBootingForAMaintenancesReplacementIsCountedOnce(t *testing.T) {
 				t.Errorf("counted down %v (%d unavailable), want %v", got, b.unavailable, c.wantDown)
 			}
 		})
+	}
+}
+
+// A replacement's boot that hangs past its grace counts in the policy's status when the grace
+// ends: nothing else changes then to wake the policy, so its reconcile looks again at that moment.
+func TestAPolicyCountsAHungReplacementBootWhenItsGraceEnds(t *testing.T) {
+	ctx := context.Background()
+	start := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	now := start
+	ten := intstr.FromInt32(10)
+	held := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "held"}}
+	held.Status.Conditions = []metav1.Condition{{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse}}
+	spare := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "spare"}}
+	spare.Status.State = infrav1.HostStateProvisioning
+	spare.Status.Conditions = []metav1.Condition{{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse}, {Type: infrav1.BMCReachableCondition, Status: metav1.ConditionTrue}}
+	spare.Status.Claim = &infrav1.HostClaim{Owner: &infrav1.ObjectRef{Kind: "MachineDeployment", Name: "md"}, Since: metav1.NewTime(start.Add(time.Minute))}
+	m := &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m"}, Spec: expv1.RedfishMaintenanceSpec{HostName: "held", Mode: expv1.Replace}}
+	m.Status.Stage, m.Status.MachineDeployment = expv1.StageInMaintenance, "md"
+	m.Status.Stages = []expv1.StageTime{{Stage: expv1.StageDraining, Time: metav1.NewTime(start)}}
+	p := &expv1.RedfishMaintenancePolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: expv1.RedfishMaintenancePolicySpec{MaxUnavailable: &ten}}
+	c := apiWorld(t, held, spare, m, p)
+	r := &PolicyReconciler{Client: c, Now: func() time.Time { return now }}
+	look := func() (int32, time.Duration) {
+		t.Helper()
+		res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := &expv1.RedfishMaintenancePolicy{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
+			t.Fatal(err)
+		}
+		return got.Status.Unavailable, res.RequeueAfter
+	}
+	now = start.Add(2 * time.Minute)
+	if unavailable, after := look(); unavailable != 1 || after != 29*time.Minute {
+		t.Errorf("booting replacement: %d unavailable, looks again after %s; want 1 (the held host) and 29m (when the boot's grace ends)", unavailable, after)
+	}
+	now = start.Add(31 * time.Minute)
+	if unavailable, after := look(); unavailable != 2 || after != 0 {
+		t.Errorf("boot hung past its grace: %d unavailable, looks again after %s; want 2 and no look (nothing left to recount)", unavailable, after)
 	}
 }

@@ -93,13 +93,22 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 	for kind, v := range map[string]int{"hosts": b.hosts, "unavailable": b.unavailable, "in_maintenance": b.inMaintenance, "max_unavailable": b.maxUnavailable} {
 		metrics.MaintenanceBudget.WithLabelValues(p.Namespace, p.Name, kind).Set(float64(v))
 	}
+	// Count again when a replacement's boot not counted now passes its grace (nothing else
+	// changes then to wake the policy).
+	var wait time.Duration
+	if !b.recount.IsZero() {
+		wait = max(b.recount.Sub(r.Now()), time.Second)
+	}
 	if len(p.Spec.Windows) == 0 {
-		return ctrl.Result{}, nil
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	// Look again when the window closes or opens.
-	wait := time.Minute
-	if !open && next.Sub(r.Now()) < wait {
-		wait = max(next.Sub(r.Now()), time.Second)
+	window := time.Minute
+	if !open && next.Sub(r.Now()) < window {
+		window = max(next.Sub(r.Now()), time.Second)
+	}
+	if wait == 0 || window < wait {
+		wait = window
 	}
 	return ctrl.Result{RequeueAfter: wait}, nil
 }

@@ -57,7 +57,7 @@ func apiWorld(t *testing.T, objs ...client.Object) client.Client {
 	}
 	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
 		WithIndex(&expv1.RedfishMaintenance{}, HostIndex, func(o client.Object) []string { return []string{o.(*expv1.RedfishMaintenance).Spec.HostName} }).
-		WithStatusSubresource(&expv1.RedfishMaintenance{}, &infrav1.RedfishJob{}).Build()
+		WithStatusSubresource(&expv1.RedfishMaintenance{}, &expv1.RedfishMaintenancePolicy{}, &infrav1.RedfishJob{}).Build()
 }
 
 // finishJobs marks the maintenance's RedfishJobs completed, as the job controller would; a job
