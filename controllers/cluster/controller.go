@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
-	"sigs.k8s.io/cluster-api/util/paused"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/pause"
 )
 
 // Reconciler reconciles RedfishClusters.
@@ -79,12 +79,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err != nil || cluster == nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err) // CAPI sets the owner; that event wakes us
 	}
-	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, rc); err != nil || isPaused || requeue {
+	isPaused, requeue, notPaused, err := pause.Ensure(ctx, r.Client, cluster, rc)
+	if err != nil || isPaused || requeue {
 		return ctrl.Result{}, err
 	}
 	helper, err := patch.NewHelper(rc, r.Client)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if notPaused != nil {
+		conditions.Set(rc, *notPaused) // a new object: with the round's write
 	}
 	defer func() {
 		if err := helper.Patch(ctx, rc, patch.WithOwnedConditions{Conditions: []string{infrav1.ReadyCondition, infrav1.PausedCondition}}); err != nil {

@@ -27,7 +27,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
-	"sigs.k8s.io/cluster-api/util/paused"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,6 +42,7 @@ import (
 	"github.com/caprf/cluster-api-provider-redfish/internal/claim"
 	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
 	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
+	"github.com/caprf/cluster-api-provider-redfish/internal/pause"
 )
 
 // Finalizer keeps a claimed host from disappearing under its machine.
@@ -243,7 +243,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	// A paused host (cluster.x-k8s.io/paused annotation) does nothing on its BMC, and nothing
 	// else either (not even its deletion), until the annotation is removed.
-	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, nil, host); err != nil || isPaused || requeue {
+	isPaused, requeue, notPaused, err := pause.Ensure(ctx, r.Client, nil, host)
+	if err != nil || isPaused || requeue {
 		return ctrl.Result{}, err
 	}
 	if dropped, err := r.dropOrphanedRemediationRequests(ctx, host); err != nil || dropped {
@@ -265,6 +266,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	helper, err := patch.NewHelper(host, r.Client)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if notPaused != nil {
+		conditions.Set(host, *notPaused) // a new host: with the round's write
 	}
 	write := func() error {
 		r.updateReady(host)

@@ -2,14 +2,21 @@ package machine
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -165,5 +172,57 @@ func TestAMachineThatHoldsItsHostReadsOnlyThatHost(t *testing.T) {
 		if c.n != tc.wantLists {
 			t.Errorf("%s: %d lists of hosts, want %d", tc.name, c.n, tc.wantLists)
 		}
+	}
+}
+
+// notConnected is a ClusterCache with no connection to any workload cluster.
+type notConnected struct{ clustercache.ClusterCache }
+
+func (notConnected) GetClient(context.Context, client.ObjectKey) (client.Client, error) {
+	return nil, errors.New("not connected")
+}
+
+// A new RedfishMachine claims its host in its first round with an owner: the finalizer is stored
+// first, and the Paused condition goes with the round's write. CAPI's EnsurePausedCondition wrote
+// it alone and asked for a round, and a round then stored the finalizer alone: two writes and two
+// waits for the cache for every Machine of a rollout, before its host was even chosen.
+func TestANewMachineClaimsItsHostInItsFirstRound(t *testing.T) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, expv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1"}}
+	cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
+	machine := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m1", UID: "m-uid", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}},
+		Spec: clusterv1.MachineSpec{ClusterName: "c1", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To("m1-bootstrap")}}}
+	rm := &infrav1.RedfishMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m1", UID: "rm-uid", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "m1", UID: "m-uid"}}},
+		Spec: infrav1.RedfishMachineSpec{Image: &infrav1.Image{URL: "http://images.example/os.iso"}}}
+	host := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1"}}
+	host.Status.State = infrav1.HostStateAvailable
+	bootstrap := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m1-bootstrap"}, Data: map[string][]byte{"value": []byte("#cloud-config")}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cluster, machine, rm, host, bootstrap).
+		WithStatusSubresource(&infrav1.RedfishHost{}, &infrav1.RedfishMachine{}).Build()
+	r := &Reconciler{Client: c, APIReader: c, ClusterCache: notConnected{}, PollInterval: 2 * time.Second}
+	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rm)}); err != nil {
+		t.Fatal(err)
+	}
+	gotRM, gotHost := &infrav1.RedfishMachine{}, &infrav1.RedfishHost{}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(rm), gotRM); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(host), gotHost); err != nil {
+		t.Fatal(err)
+	}
+	if gotHost.Status.Claim == nil || gotHost.Status.Claim.ConsumerUID != string(rm.UID) || gotRM.Status.HostRef != "h1" {
+		t.Errorf("after the first round: host claim %+v, hostRef %q; want h1 claimed by m1", gotHost.Status.Claim, gotRM.Status.HostRef)
+	}
+	if !slices.Contains(gotRM.Finalizers, infrav1.MachineFinalizer) {
+		t.Errorf("finalizers %v, want %s", gotRM.Finalizers, infrav1.MachineFinalizer)
+	}
+	if p := conditions.Get(gotRM, infrav1.PausedCondition); p == nil || p.Status != metav1.ConditionFalse {
+		t.Errorf("Paused condition %v, want False", p)
 	}
 }

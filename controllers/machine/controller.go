@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
-	"sigs.k8s.io/cluster-api/util/paused"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -32,6 +31,7 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/claim"
+	"github.com/caprf/cluster-api-provider-redfish/internal/pause"
 )
 
 // Reconciler reconciles RedfishMachines.
@@ -187,13 +187,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, rm); err != nil || isPaused || requeue {
+	isPaused, requeue, notPaused, err := pause.Ensure(ctx, r.Client, cluster, rm)
+	if err != nil || isPaused || requeue {
 		return ctrl.Result{}, err
+	}
+	// The finalizer is stored before anything else (a host claimed for a machine whose deletion
+	// nobody would see through would stay claimed), and the round goes on: a new machine claims
+	// its host in its first round.
+	if rm.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(rm, infrav1.MachineFinalizer) {
+		base := rm.DeepCopy()
+		controllerutil.AddFinalizer(rm, infrav1.MachineFinalizer)
+		if err := r.Client.Patch(ctx, rm, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{}, nil // the newer version wakes the machine
+			}
+			return ctrl.Result{}, err
+		}
 	}
 
 	helper, err := patch.NewHelper(rm, r.Client)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if notPaused != nil {
+		conditions.Set(rm, *notPaused) // a new machine: with the round's write
 	}
 	s := &scope{rm: rm, machine: machine, cluster: cluster}
 	defer func() {
@@ -208,9 +225,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 
 	if !rm.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, s)
-	}
-	if controllerutil.AddFinalizer(rm, infrav1.MachineFinalizer) {
-		return ctrl.Result{}, nil
 	}
 	for _, p := range []phase{r.waitForPrerequisites, r.claimHost, r.ensureSeed, r.waitForNode} {
 		res, err := p(ctx, s)

@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
-	"sigs.k8s.io/cluster-api/util/paused"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/pause"
 )
 
 // Finalizer makes sure a deleted remediation never leaves its host held off.
@@ -79,12 +80,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			return ctrl.Result{}, err
 		}
 	}
-	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, rr); err != nil || isPaused || requeue {
+	isPaused, requeue, notPaused, err := pause.Ensure(ctx, r.Client, cluster, rr)
+	if err != nil || isPaused || requeue {
 		return ctrl.Result{}, err
 	}
 	helper, err := patch.NewHelper(rr, r.Client)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if notPaused != nil {
+		conditions.Set(rr, *notPaused) // a new object: with the round's write
 	}
 	defer func() {
 		if err := helper.Patch(ctx, rr, patch.WithOwnedConditions{Conditions: []string{infrav1.PausedCondition}}); err != nil {
