@@ -79,8 +79,8 @@ type Reconciler struct {
 	RestoreGracePeriod time.Duration
 
 	// transitions remembers, per host, the power transition being followed: when it started (the
-	// reset sent, or the first round that found the power in transition); the looks fall at
-	// firstLook, 3, 7, 15 … firstLooks after it, then every maxTransitionBackoff.
+	// reset sent, or the first round that found the power in transition); the looks fall on the
+	// schedule lookAfter sets from it.
 	transitions sync.Map // types.NamespacedName -> followed
 	// clock is the time (tests move it); default time.Now.
 	clock       func() time.Time
@@ -104,8 +104,7 @@ type Reconciler struct {
 const maxTransitionBackoff = 30 * time.Second
 
 // firstLook is how soon a power action's outcome, or a fresh erase, is read: a quarter of
-// PollInterval, then twice as long each time (a server that powers off in one second is seen off
-// in 1.5 s, one that takes 20 s is read 6 times instead of 4).
+// PollInterval (a server that powers off in one second is seen off after one, see lookAfter).
 func (r *Reconciler) firstLook() time.Duration { return r.PollInterval / 4 }
 
 // eraseLook is how soon an erase started at since is read again: a quarter of the time it has
@@ -716,16 +715,24 @@ func (r *Reconciler) transitionStarted(key types.NamespacedName, h *infrav1.Redf
 }
 
 // lookAfter is how long after elapsed (since the transition's start) the next look falls: the
-// looks are at firstLook, 3, 7, 15 … firstLooks, then every maxTransitionBackoff.
+// looks are at firstLook, 2, 3 firstLooks, then each half as long again after the start as the
+// one before (a gap of half the time gone by, at most maxTransitionBackoff). A transition is so
+// seen at most half its length late (at most firstLook for one shorter than 3 firstLooks): a
+// doubling schedule (1, 3, 7, 15 … firstLooks) saw a 4-s power-off at 7.5 s and an 8-s one at
+// 15.5 s, for every host of a maintenance wave; this one reads a 20-s transition 10 times
+// instead of 6.
 func lookAfter(elapsed, firstLook time.Duration) time.Duration {
 	elapsed = elapsed.Truncate(time.Millisecond)
-	next, gap := max(firstLook, time.Millisecond), max(2*firstLook, time.Millisecond)
-	for next <= elapsed && gap < maxTransitionBackoff {
-		next, gap = next+gap, 2*gap
-	}
-	if next <= elapsed {
-		// Past the doubling: every maxTransitionBackoff from the last doubled look.
-		next += ((elapsed-next)/maxTransitionBackoff + 1) * maxTransitionBackoff
+	step := max(firstLook, time.Millisecond)
+	next := step
+	for next <= elapsed {
+		gap := min(max(step, (next/2).Truncate(time.Millisecond)), maxTransitionBackoff)
+		if gap == maxTransitionBackoff {
+			// Past the growth: every maxTransitionBackoff.
+			next += ((elapsed-next)/gap + 1) * gap
+			break
+		}
+		next += gap
 	}
 	return min(next-elapsed, maxTransitionBackoff)
 }

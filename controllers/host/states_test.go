@@ -729,12 +729,31 @@ func hostWaitsForARunningJob(t *testing.T, state infrav1.HostState) {
 	}
 }
 
-// A power transition is read at fixed points after the action (firstLook, then 3, 7, 15 …
-// firstLooks, then every maxTransitionBackoff), whatever other rounds run in between: a round its
-// own status write triggers early (the queue then drops the pending look) must not push the next
-// look further out, and the same reset sent again (a BMC slow to leave PoweringOff) must not
-// start the schedule over.
+// A power transition is read at fixed points after the action (firstLook, 2 and 3 firstLooks,
+// then each half as long again after the action as the one before, gaps at most
+// maxTransitionBackoff), whatever other rounds run in between: a round its own status write
+// triggers early (the queue then drops the pending look) must not push the next look further
+// out, and the same reset sent again (a BMC slow to leave PoweringOff) must not start the
+// schedule over.
 func TestATransitionIsReadOnScheduleWhateverRoundsRunInBetween(t *testing.T) {
+	// Whatever its length D, a transition is seen done at most half D late (at most firstLook
+	// for a short one, and at most maxTransitionBackoff), in few reads: a doubling schedule saw
+	// a 4-s power-off at 7.5 s.
+	const first = 500 * time.Millisecond
+	for d := time.Millisecond; d <= 10*time.Minute; d += d/8 + time.Millisecond {
+		at, reads := time.Duration(0), 0
+		for at < d {
+			at += lookAfter(at, first)
+			reads++
+		}
+		if late := at - d; late > max(d/2, first) || late > maxTransitionBackoff {
+			t.Errorf("a %s transition seen at %s (%s late)", d, at, late)
+		}
+		if d <= 20*time.Second && reads > 10 {
+			t.Errorf("a %s transition read %d times", d, reads)
+		}
+	}
+
 	start := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
 	now := start
 	r := &Reconciler{PollInterval: 2 * time.Second, clock: func() time.Time { return now }}
@@ -760,17 +779,19 @@ func TestATransitionIsReadOnScheduleWhateverRoundsRunInBetween(t *testing.T) {
 		wantAt time.Duration // when the next look is due, from start
 	}{
 		{0, bmc.ResetForceOff, bmc.PowerOn, 500 * time.Millisecond},
-		{500 * time.Millisecond, bmc.ResetForceOff, bmc.PowerPoweringOff, 1500 * time.Millisecond}, // the repeat is not sent (guard)
+		{500 * time.Millisecond, bmc.ResetForceOff, bmc.PowerPoweringOff, time.Second}, // the repeat is not sent (guard)
 		// The round the status write (PoweringOff) triggered at once: same next look.
-		{550 * time.Millisecond, bmc.ResetForceOff, bmc.PowerPoweringOff, 1500 * time.Millisecond},
-		{1500 * time.Millisecond, "", bmc.PowerPoweringOff, 3500 * time.Millisecond},
+		{550 * time.Millisecond, bmc.ResetForceOff, bmc.PowerPoweringOff, time.Second},
+		{time.Second, "", bmc.PowerPoweringOff, 1500 * time.Millisecond},
+		{1500 * time.Millisecond, "", bmc.PowerPoweringOff, 2250 * time.Millisecond},
 		// Sent again (past the guard): the schedule goes on.
-		{3500 * time.Millisecond, bmc.ResetForceOff, bmc.PowerPoweringOff, 7500 * time.Millisecond},
-		{7500 * time.Millisecond, "", bmc.PowerPoweringOff, 15500 * time.Millisecond},
-		{15500 * time.Millisecond, "", bmc.PowerPoweringOff, 31500 * time.Millisecond},
-		// Past the doubling: every maxTransitionBackoff.
-		{31500 * time.Millisecond, "", bmc.PowerPoweringOff, 61500 * time.Millisecond},
-		{61500 * time.Millisecond, "", bmc.PowerPoweringOff, 91500 * time.Millisecond},
+		{2250 * time.Millisecond, bmc.ResetForceOff, bmc.PowerPoweringOff, 3375 * time.Millisecond},
+		{3375 * time.Millisecond, "", bmc.PowerPoweringOff, 5062 * time.Millisecond},
+		{5062 * time.Millisecond, "", bmc.PowerPoweringOff, 7593 * time.Millisecond},
+		{57654 * time.Millisecond, "", bmc.PowerPoweringOff, 86481 * time.Millisecond},
+		// Past the growth: every maxTransitionBackoff.
+		{86481 * time.Millisecond, "", bmc.PowerPoweringOff, 116481 * time.Millisecond},
+		{116481 * time.Millisecond, "", bmc.PowerPoweringOff, 146481 * time.Millisecond},
 	} {
 		if got := round(c.at, c.reset, c.power); c.at+got != c.wantAt {
 			t.Errorf("round at %s: next look at %s, want %s", c.at, c.at+got, c.wantAt)
