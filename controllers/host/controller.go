@@ -228,6 +228,9 @@ type scope struct {
 // Reconcile moves one host through its state machine.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	host, err := r.read(ctx, req.NamespacedName)
+	if errors.Is(err, fresh.ErrStale) {
+		return ctrl.Result{}, nil // the cache catching up with the last write wakes the host
+	}
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			r.transitions.Delete(req.NamespacedName)
@@ -323,7 +326,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 
 // read returns the host as this controller last left it, or newer: every state handler may act on
 // the BMC (power off, boot, erase), and a copy older than the last round's write would repeat an
-// action that round recorded (see internal/fresh). Without the recording client SetupWithManager
+// action that round recorded (see internal/fresh; fresh.ErrStale while the cache is behind). Without the recording client SetupWithManager
 // installs (unit tests), every read goes to the API server.
 func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (*infrav1.RedfishHost, error) {
 	host := &infrav1.RedfishHost{}

@@ -3,17 +3,23 @@
 // status records must not read a copy a write behind: it would repeat the action that write
 // recorded. Reading every object from the API server is safe but costs a request per reconcile.
 // Reads remembers, per object, the resourceVersion of the newest copy the controller wrote or read
-// from the API server; the cache's copy is used when it carries that version, the API server is
-// asked otherwise (after a write the cache has not seen yet, or anyone else's).
+// from the API server. The cache's copy is used when it carries that version or a newer one (a
+// later write, anyone else's, includes this controller's). A copy older than that version is not
+// read again from the API server: the round ends (ErrStale), and the watch event that brings the
+// version into the cache wakes the object again (an informer delivers every object's latest
+// version, after a relist too). Resource versions are compared as KEP-5504 lets clients compare
+// them; where they are not comparable integers, the API server is asked.
 package fresh
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -27,15 +33,30 @@ type Reads struct {
 // writes a copy of the object, so the version cannot be read back from the object held.
 func (f *Reads) Client(c client.Client) client.Client { return recording{Client: c, f: f} }
 
-// Get reads key into obj: from cache when its copy is the one last written or read, else from
-// api. The controller's writes must all go through Client.
+// ErrStale is Get's answer when the cache's copy is older than the last one this controller wrote
+// or read: the caller ends its round, and the cache's catching up wakes the object again.
+var ErrStale = errors.New("the cache has not caught up with this controller's last write yet")
+
+// Get reads key into obj: from cache when its copy is the one last written or read, or newer;
+// ErrStale when it is older; from api when nothing is known of the object or the versions do not
+// compare. The controller's writes must all go through Client, and every change of the object must
+// wake it (no predicate on its watch).
 func (f *Reads) Get(ctx context.Context, cache client.Reader, api client.Reader, key types.NamespacedName, obj client.Object) error {
 	err := cache.Get(ctx, key, obj)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	if v, ok := f.seen.Load(key); err == nil && ok && v.(string) == obj.GetResourceVersion() {
-		return nil
+	if v, ok := f.seen.Load(key); err == nil && ok {
+		switch c, cerr := resourceversion.CompareResourceVersion(obj.GetResourceVersion(), v.(string)); {
+		case cerr != nil: // not comparable: ask the API server
+		case c == 0:
+			return nil
+		case c > 0:
+			f.seen.Store(key, obj.GetResourceVersion())
+			return nil
+		default:
+			return ErrStale
+		}
 	}
 	if err := api.Get(ctx, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -74,6 +74,12 @@ func TestBenchmarkSmallFleet(t *testing.T) {
 	if mf := maint.Maintenance; mf == nil || mf.Hosts != hosts || mf.PeakInMaintenance < 1 || mf.PeakInMaintenance > mf.MaxUnavailable {
 		t.Errorf("maintenance %+v: want all %d hosts maintained, never more than maxUnavailable at once", mf, hosts)
 	}
+	// The phase is the first start, the waves and the tail, each within the phase's wall time.
+	if mf := maint.Maintenance; mf == nil || mf.Stages == nil {
+		t.Error("no maintenance stages")
+	} else if st := mf.Stages; st.FirstStartSeconds <= 0 || st.TailSeconds < 0 || st.FirstStartSeconds+st.TailSeconds >= maint.WallSeconds {
+		t.Errorf("maintenance stages %+v of a %.1fs phase: want its first start and tail within it", st, maint.WallSeconds)
+	}
 	if s := maint.Split; s == nil || s.Deleted != hosts || s.Machines != hosts {
 		t.Errorf("maintenance split %+v: want each of the %d maintained hosts' Machines replaced", s, hosts)
 	}

@@ -112,7 +112,7 @@ func (r *run) maintain(ctx context.Context) error {
 	}
 	tech.mu.Lock()
 	p.Maintenance = &MaintenanceFigures{Hosts: m, MaxUnavailable: maxU, TaskSeconds: r.o.TaskTime.Seconds(), PeakInMaintenance: tech.peak}
-	tech.stages(p.Maintenance, maxU)
+	tech.stages(p.Maintenance, maxU, p.start, p.end)
 	tech.mu.Unlock()
 	p.Split = ptr.To(r.tl.split(p.start, p.end, r.o.PowerLatency+r.o.BootTime))
 	waves := (m + maxU - 1) / maxU
@@ -137,7 +137,7 @@ type maintenanceTimes struct {
 
 // stages splits each maintenance's life into the stretches the wave time is made of (the
 // technician looks every 100 ms, so each is known to within that).
-func (t *technician) stages(f *MaintenanceFigures, maxU int) {
+func (t *technician) stages(f *MaintenanceFigures, maxU int, start, end time.Time) {
 	var drain, held, done, draining []time.Duration
 	var starts, ends []time.Time
 	n := 0
@@ -170,6 +170,10 @@ func (t *technician) stages(f *MaintenanceFigures, maxU int) {
 		draining = append(draining, starts[i+maxU].Sub(ends[i]))
 	}
 	f.Stages = &MaintenanceStages{Maintenances: n, Drain: summarize(drain), HeldOff: summarize(held), Complete: summarize(done), NextStart: summarize(draining)}
+	if len(starts) > 0 && len(ends) > 0 {
+		f.Stages.FirstStartSeconds = starts[0].Sub(start).Seconds()
+		f.Stages.TailSeconds = end.Sub(ends[len(ends)-1]).Seconds()
+	}
 }
 
 func (t *technician) run(ctx context.Context) {

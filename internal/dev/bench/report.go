@@ -123,6 +123,11 @@ type MaintenanceStages struct {
 	// back Ready, the next woken and confirmed from the API server, and any wait for the
 	// MachineDeployment's share).
 	NextStart stat `json:"nextStart"`
+	// FirstStartSeconds: the phase's start → the first maintenance Draining (the benchmark's
+	// creates, the policy and the gate's first pass); TailSeconds: the last maintenance
+	// Completed → the phase done (the MachineDeployment whole again). The waves are in between.
+	FirstStartSeconds float64 `json:"firstStartSeconds"`
+	TailSeconds       float64 `json:"tailSeconds"`
 }
 
 // IdleFigures are the idle phase's rates.
@@ -235,6 +240,7 @@ func (r *Report) WriteTable(w io.Writer) {
 					fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\n", row.name, row.s.Median, row.s.P95, row.s.Max)
 				}
 				_ = tw.Flush()
+				fmt.Fprintf(w, "  phase start → first Draining %.2f s; last Completed → phase done %.2f s\n", st.FirstStartSeconds, st.TailSeconds)
 			}
 		}
 		if f := p.Jobs; f != nil {
