@@ -229,7 +229,9 @@ type scope struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	host, err := r.read(ctx, req.NamespacedName)
 	if errors.Is(err, fresh.ErrStale) {
-		return ctrl.Result{}, nil // the cache catching up with the last write wakes the host
+		// The cache catching up with the last write wakes the host (the queue merges this requeue
+		// into that round); the requeue is for a watch that is down.
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	}
 	if err != nil {
 		if apierrors.IsNotFound(err) {

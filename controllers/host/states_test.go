@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,6 +23,7 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
+	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
 	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
 )
 
@@ -1131,4 +1133,68 @@ func TestDeletionAndANewAddressForgetOnlyTheHostsOwnClient(t *testing.T) {
 	if !slices.Contains(forgot, other+" uid-1") || slices.ContainsFunc(forgot, func(f string) bool { return !strings.HasSuffix(f, " uid-1") }) {
 		t.Errorf("forgot %v on deletion, want %q and only the host's own", forgot, other+" uid-1")
 	}
+}
+
+// laggingCache reads from the cache and writes to the API server, as a manager's client does.
+type laggingCache struct {
+	client.Client // the API server
+	cache         *client.Client
+}
+
+func (l laggingCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return (*l.cache).Get(ctx, key, obj, opts...)
+}
+
+// A round that finds the cache behind the controller's own last write of the host does nothing
+// (no BMC call, no API read: the copy would repeat what that write recorded) and comes back; once
+// the cache has the write, the round acts on it.
+func TestARoundOnACacheBehindItsOwnLastWriteWaitsForIt(t *testing.T) {
+	h := claimedHost(infrav1.HostStateProvisioning)
+	api := newFakeClient(t, h, nil)
+	var cache client.Client
+	sync := func() { // the cache: the API server's copy, resourceVersion included
+		cur := &infrav1.RedfishHost{}
+		if err := api.Get(t.Context(), client.ObjectKeyFromObject(h), cur); err != nil {
+			t.Fatal(err)
+		}
+		cache = fake.NewClientBuilder().WithScheme(api.Scheme()).WithObjects(cur).Build()
+	}
+	sync()
+	f := &fakeBMC{power: bmc.PowerOff}
+	r := reconcilerFor(nil, f)
+	r.fresh = &fresh.Reads{Kind: infrav1.GroupVersion.WithKind("RedfishHost")}
+	reads := &countingAPIReader{Reader: api}
+	r.Client, r.APIReader = r.fresh.Client(laggingCache{Client: api, cache: &cache}), reads
+	// The controller's last write (the boot recorded), which the cache has not seen.
+	written := &infrav1.RedfishHost{}
+	if err := api.Get(t.Context(), client.ObjectKeyFromObject(h), written); err != nil {
+		t.Fatal(err)
+	}
+	written.Status.BootIssuedAt = ptr.To(metav1.Now())
+	if err := r.Client.Status().Update(t.Context(), written); err != nil {
+		t.Fatal(err)
+	}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
+	res, err := r.Reconcile(t.Context(), req)
+	if err != nil || res.RequeueAfter != r.PollInterval || len(f.calls) != 0 || reads.gets != 0 {
+		t.Fatalf("round on a cache behind: %v, %+v, BMC calls %v, %d API reads; want nothing done, back in PollInterval", err, res, f.calls, reads.gets)
+	}
+	// The cache catches up: the round acts on the written copy (the boot issued: no second boot).
+	sync()
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(f.calls, "Reset(On)") || reads.gets != 0 {
+		t.Errorf("round on the caught-up cache: BMC calls %v, %d API reads; want no second power-on, no API read", f.calls, reads.gets)
+	}
+}
+
+type countingAPIReader struct {
+	client.Reader
+	gets int
+}
+
+func (c *countingAPIReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.gets++
+	return c.Reader.Get(ctx, key, obj, opts...)
 }

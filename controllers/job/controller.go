@@ -113,7 +113,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	if err := read(ctx, req.NamespacedName, j); err != nil {
 		if errors.Is(err, fresh.ErrStale) {
-			return ctrl.Result{}, nil // the cache catching up with the last write wakes the job
+			// The cache catching up with the last write wakes the job; the requeue is for a watch
+			// that is down.
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

@@ -226,3 +226,73 @@ func TestANewMachineClaimsItsHostInItsFirstRound(t *testing.T) {
 		t.Errorf("Paused condition %v, want False", p)
 	}
 }
+
+// cachedReads reads from a cache and writes to the API server, as a manager's client does.
+type cachedReads struct {
+	client.Client // the API server
+	cache         client.Reader
+}
+
+func (c cachedReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return c.cache.Get(ctx, key, obj, opts...)
+}
+
+func (c cachedReads) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return c.cache.List(ctx, list, opts...)
+}
+
+// The finalizer a new machine stores is written against the version it read: a machine read from
+// a cache behind someone else's change (another finalizer added) neither drops that finalizer
+// nor claims a host in that round; the newer version wakes it.
+func TestANewMachineReadFromAStaleCacheLosesNoOtherFinalizer(t *testing.T) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, expv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1"}}
+	cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
+	machine := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m1", UID: "m-uid", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}},
+		Spec: clusterv1.MachineSpec{ClusterName: "c1", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To("m1-bootstrap")}}}
+	rm := &infrav1.RedfishMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m1", UID: "rm-uid", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "m1", UID: "m-uid"}}},
+		Spec: infrav1.RedfishMachineSpec{Image: &infrav1.Image{URL: "http://images.example/os.iso"}}}
+	host := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1"}}
+	host.Status.State = infrav1.HostStateAvailable
+	api := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cluster, machine, rm, host).
+		WithStatusSubresource(&infrav1.RedfishHost{}, &infrav1.RedfishMachine{}).Build()
+	snapshot := func() client.Reader {
+		objs := []client.Object{&clusterv1.Cluster{}, &clusterv1.Machine{}, &infrav1.RedfishMachine{}, &infrav1.RedfishHost{}}
+		for i, key := range []client.ObjectKey{{Namespace: "ns", Name: "c1"}, {Namespace: "ns", Name: "m1"}, {Namespace: "ns", Name: "m1"}, {Namespace: "ns", Name: "h1"}} {
+			if err := api.Get(t.Context(), key, objs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	}
+	cache := snapshot()
+	// Someone adds a finalizer the cache has not seen yet.
+	other := &infrav1.RedfishMachine{}
+	if err := api.Get(t.Context(), client.ObjectKeyFromObject(rm), other); err != nil {
+		t.Fatal(err)
+	}
+	other.Finalizers = append(other.Finalizers, "example.com/backup")
+	if err := api.Update(t.Context(), other); err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: cachedReads{Client: api, cache: cache}, APIReader: api, ClusterCache: notConnected{}, PollInterval: 2 * time.Second}
+	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rm)}); err != nil {
+		t.Fatal(err)
+	}
+	gotRM, gotHost := &infrav1.RedfishMachine{}, &infrav1.RedfishHost{}
+	if err := api.Get(t.Context(), client.ObjectKeyFromObject(rm), gotRM); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Get(t.Context(), client.ObjectKeyFromObject(host), gotHost); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(gotRM.Finalizers, "example.com/backup") || gotHost.Status.Claim != nil {
+		t.Errorf("finalizers %v, host claim %+v; want the other finalizer kept and no claim this round", gotRM.Finalizers, gotHost.Status.Claim)
+	}
+}

@@ -7,14 +7,17 @@
 // later write, anyone else's, includes this controller's). A copy older than that version is not
 // read again from the API server: the round ends (ErrStale), and the watch event that brings the
 // version into the cache wakes the object again (an informer delivers every object's latest
-// version, after a relist too). Resource versions are compared as KEP-5504 lets clients compare
-// them; where they are not comparable integers, the API server is asked.
+// version, after a relist too); the caller also requeues, and a cache still behind after
+// Patience (a watch down, or an etcd restored to older versions) is passed by with an API read.
+// Resource versions are compared as KEP-5504 lets clients compare them; where they are not
+// comparable integers, the API server is asked.
 package fresh
 
 import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -23,10 +26,34 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// Patience is how long Get waits (answers ErrStale) for a cache behind the last version seen
+// before it reads the object from the API server instead.
+const Patience = 10 * time.Second
+
 // Reads tracks the objects of one kind.
 type Reads struct {
 	Kind schema.GroupVersionKind
-	seen sync.Map // types.NamespacedName -> resourceVersion
+	seen sync.Map // types.NamespacedName -> version
+	// now is the clock (tests move it); default time.Now.
+	now func() time.Time
+}
+
+// version is the newest resourceVersion of an object the controller wrote or read from the API
+// server, and when it learnt it.
+type version struct {
+	rv string
+	at time.Time
+}
+
+func (f *Reads) clock() time.Time {
+	if f.now != nil {
+		return f.now()
+	}
+	return time.Now()
+}
+
+func (f *Reads) remember(key types.NamespacedName, rv string) {
+	f.seen.Store(key, version{rv: rv, at: f.clock()})
 }
 
 // Client wraps c so that every write of the kind through it is remembered. CAPI's patch helper
@@ -34,12 +61,13 @@ type Reads struct {
 func (f *Reads) Client(c client.Client) client.Client { return recording{Client: c, f: f} }
 
 // ErrStale is Get's answer when the cache's copy is older than the last one this controller wrote
-// or read: the caller ends its round, and the cache's catching up wakes the object again.
+// or read (for less than Patience): the caller ends its round and requeues; the cache's catching
+// up wakes the object sooner.
 var ErrStale = errors.New("the cache has not caught up with this controller's last write yet")
 
 // Get reads key into obj: from cache when its copy is the one last written or read, or newer;
-// ErrStale when it is older; from api when nothing is known of the object or the versions do not
-// compare. The controller's writes must all go through Client, and every change of the object must
+// ErrStale when it is older (from api once it has been for Patience); from api when nothing is
+// known of the object or the versions do not compare. The controller's writes must all go through Client, and every change of the object must
 // wake it (no predicate on its watch).
 func (f *Reads) Get(ctx context.Context, cache client.Reader, api client.Reader, key types.NamespacedName, obj client.Object) error {
 	err := cache.Get(ctx, key, obj)
@@ -47,14 +75,15 @@ func (f *Reads) Get(ctx context.Context, cache client.Reader, api client.Reader,
 		return err
 	}
 	if v, ok := f.seen.Load(key); err == nil && ok {
-		switch c, cerr := resourceversion.CompareResourceVersion(obj.GetResourceVersion(), v.(string)); {
+		seen := v.(version)
+		switch c, cerr := resourceversion.CompareResourceVersion(obj.GetResourceVersion(), seen.rv); {
 		case cerr != nil: // not comparable: ask the API server
 		case c == 0:
 			return nil
 		case c > 0:
-			f.seen.Store(key, obj.GetResourceVersion())
+			f.remember(key, obj.GetResourceVersion())
 			return nil
-		default:
+		case f.clock().Sub(seen.at) < Patience:
 			return ErrStale
 		}
 	}
@@ -64,7 +93,7 @@ func (f *Reads) Get(ctx context.Context, cache client.Reader, api client.Reader,
 		}
 		return err
 	}
-	f.seen.Store(key, obj.GetResourceVersion())
+	f.remember(key, obj.GetResourceVersion())
 	return nil
 }
 
@@ -87,7 +116,7 @@ func (c recording) note(obj client.Object, err error) {
 		c.f.seen.Delete(key)
 		return
 	}
-	c.f.seen.Store(key, obj.GetResourceVersion())
+	c.f.remember(key, obj.GetResourceVersion())
 }
 
 func (c recording) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {

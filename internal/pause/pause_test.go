@@ -29,13 +29,14 @@ func TestOnlyANewObjectThatIsNotPausedLeavesItsConditionToTheRoundsWrite(t *test
 		recorded   bool // the object has its Paused condition already
 		wantPaused bool
 		wantLater  bool // the condition is returned for the round's write
+		wantStored metav1.ConditionStatus
 	}{
 		{name: "new, not paused", cluster: &clusterv1.Cluster{}, wantLater: true},
 		{name: "new, no cluster", wantLater: true},
-		{name: "new, annotated", annotated: true, wantPaused: true},
-		{name: "new, its cluster paused", cluster: pausedCluster, wantPaused: true},
-		{name: "recorded, not paused", recorded: true},
-		{name: "recorded, its cluster paused", recorded: true, cluster: pausedCluster, wantPaused: true},
+		{name: "new, annotated", annotated: true, wantPaused: true, wantStored: metav1.ConditionTrue},
+		{name: "new, its cluster paused", cluster: pausedCluster, wantPaused: true, wantStored: metav1.ConditionTrue},
+		{name: "recorded, not paused", recorded: true, wantStored: metav1.ConditionFalse},
+		{name: "recorded, its cluster paused", recorded: true, cluster: pausedCluster, wantPaused: true, wantStored: metav1.ConditionTrue},
 	} {
 		h := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1"}}
 		if tc.annotated {
@@ -45,12 +46,17 @@ func TestOnlyANewObjectThatIsNotPausedLeavesItsConditionToTheRoundsWrite(t *test
 			conditions.Set(h, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionFalse, Reason: clusterv1.NotPausedReason})
 		}
 		c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(h).WithStatusSubresource(h).Build()
-		isPaused, _, later, err := Ensure(t.Context(), c, tc.cluster, h)
+		isPaused, requeue, later, err := Ensure(t.Context(), c, tc.cluster, h)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		if isPaused != tc.wantPaused || (later != nil) != tc.wantLater {
 			t.Errorf("%s: paused %v, condition left to the round %v; want %v, %v", tc.name, isPaused, later, tc.wantPaused, tc.wantLater)
+		}
+		// A condition written now (every case here that turns paused) asks for a round; nothing
+		// else does.
+		if requeue != tc.wantPaused {
+			t.Errorf("%s: requeue %v, want %v", tc.name, requeue, tc.wantPaused)
 		}
 		if later != nil && (later.Status != metav1.ConditionFalse || later.Reason != clusterv1.NotPausedReason) {
 			t.Errorf("%s: condition %+v, want False/NotPaused", tc.name, later)
@@ -59,10 +65,11 @@ func TestOnlyANewObjectThatIsNotPausedLeavesItsConditionToTheRoundsWrite(t *test
 		if err := c.Get(t.Context(), client.ObjectKeyFromObject(h), stored); err != nil {
 			t.Fatal(err)
 		}
-		if p := conditions.Get(stored, clusterv1.PausedCondition); tc.wantPaused && (p == nil || p.Status != metav1.ConditionTrue) {
-			t.Errorf("%s: stored Paused condition %v, want True", tc.name, p)
-		} else if tc.wantLater && p != nil {
+		switch p := conditions.Get(stored, clusterv1.PausedCondition); {
+		case tc.wantStored == "" && p != nil:
 			t.Errorf("%s: stored Paused condition %v, want none written", tc.name, p)
+		case tc.wantStored != "" && (p == nil || p.Status != tc.wantStored):
+			t.Errorf("%s: stored Paused condition %v, want %s", tc.name, p, tc.wantStored)
 		}
 	}
 }

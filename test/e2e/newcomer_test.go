@@ -151,6 +151,8 @@ var _ = Describe("Pausing a host", Label("pause"), func() {
 		server := b.fleet.Servers[0]
 		h := &infrav1.RedfishHost{}
 		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: server.ID()}, h)).To(Succeed())
+		// A new host records that it is not paused with its first write (CAPI's contract).
+		Expect(findCondition(h.Status.Conditions, infrav1.PausedCondition)).To(HaveField("Status", metav1.ConditionFalse))
 		patchAnnotations(h, map[string]string{clusterv1.PausedAnnotation: ""})
 		Eventually(func(g Gomega) {
 			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(h), h)).To(Succeed())
@@ -171,6 +173,11 @@ var _ = Describe("Pausing a host", Label("pause"), func() {
 
 		By("a Machine needing a host: the paused one is not claimed")
 		b.createCluster("pause")
+		Eventually(func(g Gomega) { // the new RedfishCluster too
+			rc := &infrav1.RedfishCluster{}
+			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: "pause"}, rc)).To(Succeed())
+			g.Expect(rc.Status.Conditions).To(ContainElement(And(HaveField("Type", infrav1.PausedCondition), HaveField("Status", metav1.ConditionFalse))))
+		}).Should(Succeed())
 		data, rm, m := sample.ControlPlane(b.ns, b.cluster.Name, b.ns+"-cp")
 		createWaiting(rm, data, rm, m)
 		Expect(env.Get(ctx, client.ObjectKeyFromObject(h), h)).To(Succeed())

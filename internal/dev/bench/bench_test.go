@@ -77,7 +77,8 @@ func TestBenchmarkSmallFleet(t *testing.T) {
 	// The phase is the first start, the waves and the tail, each within the phase's wall time.
 	if mf := maint.Maintenance; mf == nil || mf.Stages == nil {
 		t.Error("no maintenance stages")
-	} else if st := mf.Stages; st.FirstStartSeconds <= 0 || st.TailSeconds < 0 || st.FirstStartSeconds+st.TailSeconds >= maint.WallSeconds {
+	} else if st := mf.Stages; st.FirstStartSeconds == nil || st.TailSeconds == nil || *st.FirstStartSeconds <= 0 || *st.TailSeconds < 0 ||
+		*st.FirstStartSeconds+*st.TailSeconds >= maint.WallSeconds {
 		t.Errorf("maintenance stages %+v of a %.1fs phase: want its first start and tail within it", st, maint.WallSeconds)
 	}
 	if s := maint.Split; s == nil || s.Deleted != hosts || s.Machines != hosts {

@@ -123,11 +123,13 @@ type MaintenanceStages struct {
 	// back Ready, the next woken and confirmed from the API server, and any wait for the
 	// MachineDeployment's share).
 	NextStart stat `json:"nextStart"`
-	// FirstStartSeconds: the phase's start → the first maintenance Draining (the benchmark's
-	// creates, the policy and the gate's first pass); TailSeconds: the last maintenance
-	// Completed → the phase done (the MachineDeployment whole again). The waves are in between.
-	FirstStartSeconds float64 `json:"firstStartSeconds"`
-	TailSeconds       float64 `json:"tailSeconds"`
+	// FirstStartSeconds: the phase's start → the first maintenance seen started (Draining, or
+	// InMaintenance when Draining passed between two looks): the maintenances' creation and the
+	// gate's first pass; TailSeconds: the last maintenance Completed → the phase done (the
+	// MachineDeployment whole again). The waves are in between. Absent when no maintenance
+	// completed.
+	FirstStartSeconds *float64 `json:"firstStartSeconds,omitempty"`
+	TailSeconds       *float64 `json:"tailSeconds,omitempty"`
 }
 
 // IdleFigures are the idle phase's rates.
@@ -240,7 +242,9 @@ func (r *Report) WriteTable(w io.Writer) {
 					fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\n", row.name, row.s.Median, row.s.P95, row.s.Max)
 				}
 				_ = tw.Flush()
-				fmt.Fprintf(w, "  phase start → first Draining %.2f s; last Completed → phase done %.2f s\n", st.FirstStartSeconds, st.TailSeconds)
+				if st.FirstStartSeconds != nil && st.TailSeconds != nil {
+					fmt.Fprintf(w, "  phase start → first maintenance started %.2f s; last Completed → phase done %.2f s\n", *st.FirstStartSeconds, *st.TailSeconds)
+				}
 			}
 		}
 		if f := p.Jobs; f != nil {
