@@ -328,8 +328,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 
 // read returns the host as this controller last left it, or newer: every state handler may act on
 // the BMC (power off, boot, erase), and a copy older than the last round's write would repeat an
-// action that round recorded (see internal/fresh; fresh.ErrStale while the cache is behind). Without the recording client SetupWithManager
-// installs (unit tests), every read goes to the API server.
+// action that round recorded (see internal/fresh; fresh.ErrStale while the cache is behind).
+// Without the recording client SetupWithManager installs (unit tests), every read goes to the API
+// server.
 func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (*infrav1.RedfishHost, error) {
 	host := &infrav1.RedfishHost{}
 	if r.fresh == nil {

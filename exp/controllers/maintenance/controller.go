@@ -201,6 +201,11 @@ func requestor(m *expv1.RedfishMaintenance) string { return RequestorPrefix + m.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	m := &expv1.RedfishMaintenance{}
 	if err := r.read(ctx, req.NamespacedName, m); err != nil {
+		if errors.Is(err, fresh.ErrStale) {
+			// The cache catching up with the last write wakes the maintenance; the requeue is for
+			// a watch that is down.
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
 		if apierrors.IsNotFound(err) {
 			r.messages.Delete(req.NamespacedName)
 			if r.fresh != nil {
@@ -259,8 +264,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	return r.advance(ctx, m, host)
 }
 
-// read returns the maintenance as this controller last left it, or newer; without the recording
-// client SetupWithManager installs (unit tests), from the cache.
+// read returns the maintenance as this controller last left it, or newer (fresh.ErrStale while
+// the cache is behind); without the recording client SetupWithManager installs (unit tests), from
+// the cache.
 func (r *Reconciler) read(ctx context.Context, key types.NamespacedName, m *expv1.RedfishMaintenance) error {
 	if r.fresh == nil {
 		return r.Client.Get(ctx, key, m)
