@@ -1163,7 +1163,7 @@ func TestARoundOnACacheBehindItsOwnLastWriteWaitsForIt(t *testing.T) {
 	f := &fakeBMC{power: bmc.PowerOff}
 	r := reconcilerFor(nil, f)
 	r.fresh = &fresh.Reads{Kind: infrav1.GroupVersion.WithKind("RedfishHost")}
-	reads := &countingAPIReader{Reader: api}
+	reads := &countingReader{Reader: api}
 	r.Client, r.APIReader = r.fresh.Client(laggingCache{Client: api, cache: &cache}), reads
 	// The controller's last write (the boot recorded), which the cache has not seen.
 	written := &infrav1.RedfishHost{}
@@ -1187,14 +1187,4 @@ func TestARoundOnACacheBehindItsOwnLastWriteWaitsForIt(t *testing.T) {
 	if slices.Contains(f.calls, "Reset(On)") || reads.gets != 0 {
 		t.Errorf("round on the caught-up cache: BMC calls %v, %d API reads; want no second power-on, no API read", f.calls, reads.gets)
 	}
-}
-
-type countingAPIReader struct {
-	client.Reader
-	gets int
-}
-
-func (c *countingAPIReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	c.gets++
-	return c.Reader.Get(ctx, key, obj, opts...)
 }

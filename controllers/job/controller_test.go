@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,6 +18,7 @@ import (
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
 	"github.com/caprf/cluster-api-provider-redfish/controllers/host"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
 )
 
 // world is a fake API server with hosts, jobs and maintenances, and a job reconciler on it whose
@@ -122,4 +124,39 @@ func TestAJobOnAClaimedHostFailsUnlessTheHostIsInMaintenance(t *testing.T) {
 			t.Errorf("maintenance stage %q: failed %+v, %d resets; want HostInUse and nothing sent", stage, failed, b.tried)
 		}
 	}
+}
+
+// A job round on a cache behind the controller's own last write of the job does nothing (no BMC
+// call, no API read, no error: a copy a write behind would start a task again) and comes back
+// after PollInterval; the write's own event wakes it sooner.
+func TestAJobRoundOnACacheBehindItsOwnLastWriteWaitsForIt(t *testing.T) {
+	r, api, b := world(t, availableHost("h"), onJob("j", "h"))
+	cached := &infrav1.RedfishJob{}
+	if err := api.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: "j"}, cached); err != nil {
+		t.Fatal(err)
+	}
+	cache := fake.NewClientBuilder().WithScheme(api.Scheme()).WithObjects(cached.DeepCopy(), availableHost("h")).
+		WithIndex(&infrav1.RedfishJob{}, host.JobHostIndex, host.IndexJobHost).WithIndex(&infrav1.RedfishJob{}, HostField, host.IndexJobHost).Build()
+	r.fresh = &fresh.Reads{Kind: infrav1.GroupVersion.WithKind("RedfishJob")}
+	written := cached.DeepCopy()
+	written.Status.StartTime = ptr.To(metav1.NowMicro()) // the controller's last write, not cached yet
+	if err := r.fresh.Client(api).Status().Update(t.Context(), written); err != nil {
+		t.Fatal(err)
+	}
+	reads := &countingReader{Reader: api}
+	r.Client, r.APIReader = r.fresh.Client(cache), reads
+	res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "j"}})
+	if err != nil || res.RequeueAfter != r.PollInterval || len(b.resets) != 0 || reads.gets != 0 {
+		t.Errorf("round on a cache behind: %v, %+v, resets %v, %d API reads; want nothing done, back in PollInterval", err, res, b.resets, reads.gets)
+	}
+}
+
+type countingReader struct {
+	client.Reader
+	gets int
+}
+
+func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.gets++
+	return c.Reader.Get(ctx, key, obj, opts...)
 }

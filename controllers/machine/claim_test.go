@@ -175,18 +175,11 @@ func TestAMachineThatHoldsItsHostReadsOnlyThatHost(t *testing.T) {
 	}
 }
 
-// notConnected is a ClusterCache with no connection to any workload cluster.
-type notConnected struct{ clustercache.ClusterCache }
-
-func (notConnected) GetClient(context.Context, client.ObjectKey) (client.Client, error) {
-	return nil, errors.New("not connected")
-}
-
-// A new RedfishMachine claims its host in its first round with an owner: the finalizer is stored
-// first, and the Paused condition goes with the round's write. CAPI's EnsurePausedCondition wrote
-// it alone and asked for a round, and a round then stored the finalizer alone: two writes and two
-// waits for the cache for every Machine of a rollout, before its host was even chosen.
-func TestANewMachineClaimsItsHostInItsFirstRound(t *testing.T) {
+// newMachineWorld is a fake API server with a Cluster whose infrastructure is provisioned, its
+// Machine m1 with bootstrap data, that Machine's new RedfishMachine (no finalizer, no condition)
+// and an Available host h1.
+func newMachineWorld(t *testing.T) (client.Client, *infrav1.RedfishMachine, *infrav1.RedfishHost) {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, expv1.AddToScheme} {
 		if err := add(scheme); err != nil {
@@ -205,6 +198,22 @@ func TestANewMachineClaimsItsHostInItsFirstRound(t *testing.T) {
 	bootstrap := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m1-bootstrap"}, Data: map[string][]byte{"value": []byte("#cloud-config")}}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cluster, machine, rm, host, bootstrap).
 		WithStatusSubresource(&infrav1.RedfishHost{}, &infrav1.RedfishMachine{}).Build()
+	return c, rm, host
+}
+
+// notConnected is a ClusterCache with no connection to any workload cluster.
+type notConnected struct{ clustercache.ClusterCache }
+
+func (notConnected) GetClient(context.Context, client.ObjectKey) (client.Client, error) {
+	return nil, errors.New("not connected")
+}
+
+// A new RedfishMachine claims its host in its first round with an owner: the finalizer is stored
+// first, and the Paused condition goes with the round's write. CAPI's EnsurePausedCondition wrote
+// it alone and asked for a round, and a round then stored the finalizer alone: two writes and two
+// waits for the cache for every Machine of a rollout, before its host was even chosen.
+func TestANewMachineClaimsItsHostInItsFirstRound(t *testing.T) {
+	c, rm, host := newMachineWorld(t)
 	r := &Reconciler{Client: c, APIReader: c, ClusterCache: notConnected{}, PollInterval: 2 * time.Second}
 	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rm)}); err != nil {
 		t.Fatal(err)
@@ -245,23 +254,8 @@ func (c cachedReads) List(ctx context.Context, list client.ObjectList, opts ...c
 // a cache behind someone else's change (another finalizer added) neither drops that finalizer
 // nor claims a host in that round; the newer version wakes it.
 func TestANewMachineReadFromAStaleCacheLosesNoOtherFinalizer(t *testing.T) {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, expv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1"}}
-	cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
-	machine := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m1", UID: "m-uid", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}},
-		Spec: clusterv1.MachineSpec{ClusterName: "c1", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To("m1-bootstrap")}}}
-	rm := &infrav1.RedfishMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m1", UID: "rm-uid", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"},
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "m1", UID: "m-uid"}}},
-		Spec: infrav1.RedfishMachineSpec{Image: &infrav1.Image{URL: "http://images.example/os.iso"}}}
-	host := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1"}}
-	host.Status.State = infrav1.HostStateAvailable
-	api := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cluster, machine, rm, host).
-		WithStatusSubresource(&infrav1.RedfishHost{}, &infrav1.RedfishMachine{}).Build()
+	api, rm, host := newMachineWorld(t)
+	scheme := api.Scheme()
 	snapshot := func() client.Reader {
 		objs := []client.Object{&clusterv1.Cluster{}, &clusterv1.Machine{}, &infrav1.RedfishMachine{}, &infrav1.RedfishHost{}}
 		for i, key := range []client.ObjectKey{{Namespace: "ns", Name: "c1"}, {Namespace: "ns", Name: "m1"}, {Namespace: "ns", Name: "m1"}, {Namespace: "ns", Name: "h1"}} {

@@ -67,8 +67,8 @@ var ErrStale = errors.New("the cache has not caught up with this controller's la
 
 // Get reads key into obj: from cache when its copy is the one last written or read, or newer;
 // ErrStale when it is older (from api once it has been for Patience); from api when nothing is
-// known of the object or the versions do not compare. The controller's writes must all go through Client, and every change of the object must
-// wake it (no predicate on its watch).
+// known of the object or the versions do not compare. The controller's writes must all go through
+// Client, and every change of the object must wake it (no predicate on its watch).
 func (f *Reads) Get(ctx context.Context, cache client.Reader, api client.Reader, key types.NamespacedName, obj client.Object) error {
 	err := cache.Get(ctx, key, obj)
 	if err != nil && !apierrors.IsNotFound(err) {

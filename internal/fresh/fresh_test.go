@@ -30,7 +30,7 @@ func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj clie
 // or read, or a newer one (anyone else's later write includes this controller's). A cache a write
 // behind (which would repeat the action the last round recorded) is not read, nor is the API
 // server asked: the round ends (ErrStale), as the write's watch event will wake it again.
-func TestAnObjectIsReadFromTheCacheOnlyWhenItHasTheLastWrite(t *testing.T) {
+func TestAnObjectIsReadFromTheCacheWhenItHasTheLastWriteOrNewer(t *testing.T) {
 	ctx := context.Background()
 	scheme := runtime.NewScheme()
 	if err := infrav1.AddToScheme(scheme); err != nil {

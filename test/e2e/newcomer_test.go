@@ -151,7 +151,7 @@ var _ = Describe("Pausing a host", Label("pause"), func() {
 		server := b.fleet.Servers[0]
 		h := &infrav1.RedfishHost{}
 		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: server.ID()}, h)).To(Succeed())
-		// A new host records that it is not paused with its first write (CAPI's contract).
+		// A new host records that it is not paused (CAPI's contract).
 		Expect(findCondition(h.Status.Conditions, infrav1.PausedCondition)).To(HaveField("Status", metav1.ConditionFalse))
 		patchAnnotations(h, map[string]string{clusterv1.PausedAnnotation: ""})
 		Eventually(func(g Gomega) {

@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
@@ -38,6 +39,7 @@ var _ = Describe("Remediation", Label("remediation"), func() {
 			g.Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: machine.Name}, rr)).To(Succeed())
 			g.Expect(rr.Status.Phase).To(Equal(infrav1.RemediationCompleted), func() string { return b.dump() })
 			g.Expect(rr.Status.FencedAt).NotTo(BeNil())
+			g.Expect(rr.Status.Conditions).To(ContainElement(And(HaveField("Type", infrav1.PausedCondition), HaveField("Status", metav1.ConditionFalse))))
 		}).Should(Succeed())
 		Expect(server.Stats().Resets["ForceOff"]).To(BeNumerically(">=", 1))
 		Expect(server.Stats().Boots).To(BeNumerically(">", bootsBefore))
