@@ -8,11 +8,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/logs"
 	logsv1 "k8s.io/component-base/logs/api/v1"
@@ -21,6 +24,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/core/setup"
+	"sigs.k8s.io/cluster-api/util/apiwarnings"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -135,6 +139,7 @@ func run(ctx context.Context, f flags) error {
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = f.qps, f.burst
 	cfg.Wrap(metrics.CountKubeRequests) // caprf_kube_api_requests_total: requests by verb and resource
+	cfg.WarningHandler = apiWarnings(klog.Background().WithName("API Server Warning"))
 	metricsOpts := metricsserver.Options{BindAddress: f.metricsAddr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization}
 	if f.insecureDiagnostics {
 		metricsOpts = metricsserver.Options{BindAddress: f.metricsAddr}
@@ -204,4 +209,13 @@ func loopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// apiWarnings logs the API server's warnings, but for the one every write of our finalizers
+// draws (they are named like CAPI's own, without a path: renaming them would strand the objects
+// that carry the old names). CAPI's own managers drop the same warning for their group.
+func apiWarnings(l logr.Logger) rest.WarningHandler {
+	return &apiwarnings.DiscardMatchingHandler{Logger: l, Expressions: []regexp.Regexp{
+		apiwarnings.DomainQualifiedFinalizerWarning(regexp.QuoteMeta(infrav1.GroupVersion.Group)),
+	}}
 }

@@ -4,6 +4,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/go-logr/logr/funcr"
 )
 
 // The manager binary links none of the development environment: no envtest, no simulated BMCs or
@@ -58,5 +60,21 @@ func TestUnauthenticatedDiagnosticsOnlyOnLoopback(t *testing.T) {
 		if !loopback(addr) {
 			t.Errorf("loopback(%q) = false", addr)
 		}
+	}
+}
+
+// The API server's warning about our finalizers' names is dropped; any other warning, another
+// group's finalizer included, is logged.
+func TestOnlyTheWarningAboutOurFinalizerNamesIsDropped(t *testing.T) {
+	var logged []string
+	h := apiWarnings(funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{}))
+	ours := `metadata.finalizers: "redfishhost.infrastructure.cluster.x-k8s.io": prefer a domain-qualified finalizer name including a path (/) to avoid accidental conflicts with other finalizer writers`
+	theirs := `metadata.finalizers: "example.com": prefer a domain-qualified finalizer name including a path (/) to avoid accidental conflicts with other finalizer writers`
+	deprecated := "infrastructure.cluster.x-k8s.io/v1alpha1 RedfishHost is deprecated; use v1beta1"
+	for _, msg := range []string{ours, theirs, deprecated} {
+		h.HandleWarningHeader(299, "", msg)
+	}
+	if len(logged) != 2 || !strings.Contains(logged[0], "example.com") || !strings.Contains(logged[1], "deprecated") {
+		t.Errorf("logged %q, want the other group's finalizer warning and the deprecation, not ours", logged)
 	}
 }
