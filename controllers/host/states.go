@@ -41,6 +41,9 @@ func (r *Reconciler) handlers() map[infrav1.HostState]stateHandler {
 // connectOrWait connects to the BMC; when that fails the host keeps its state (a claimed host
 // does not lose its claim because its BMC is briefly down) and is retried later.
 func (r *Reconciler) connectOrWait(ctx context.Context, s *scope) (ctrl.Result, bool) {
+	if s.bmc != nil {
+		return ctrl.Result{}, true // connected earlier in this round, by the state before
+	}
 	if err := r.connect(ctx, s); err != nil {
 		if !errors.Is(err, bmc.ErrConnecting) {
 			ctrl.LoggerFrom(ctx).Info("BMC not usable, will retry", "reason", conditions.GetReason(s.host, infrav1.BMCReachableCondition), "error", err.Error())
@@ -434,8 +437,9 @@ func (r *Reconciler) powerOnOnce(ctx context.Context, s *scope) (ctrl.Result, er
 func (r *Reconciler) provisioned(ctx context.Context, s *scope) (ctrl.Result, error) {
 	h := s.host
 	if c := h.Status.Claim; c == nil || c.Release {
+		// The power-off follows in this round: the state is written with the round's status.
 		h.Status.State = infrav1.HostStateDeprovisioning
-		return ctrl.Result{}, nil // the status change wakes the next state
+		return r.deprovision(ctx, s)
 	}
 	if res, ok := r.connectOrWait(ctx, s); !ok {
 		return res, nil
@@ -469,8 +473,10 @@ func (r *Reconciler) deprovision(ctx context.Context, s *scope) (ctrl.Result, er
 	h.Status.BootIssuedAt = nil
 	// Cleaning is skipped only when the claim says so: a claim that is missing fails closed.
 	if c := h.Status.Claim; c == nil || c.AutomatedCleaningMode != infrav1.CleaningModeDisabled {
+		// The erase starts in this round (an erase is safe to repeat, should the round's write
+		// of the state fail).
 		h.Status.State = infrav1.HostStateCleaning
-		return ctrl.Result{}, nil // the status change wakes the next state
+		return r.clean(ctx, s)
 	}
 	r.release(h)
 	return ctrl.Result{}, nil // the status change wakes the next state

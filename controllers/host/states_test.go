@@ -338,17 +338,24 @@ func TestHostStateMachine(t *testing.T) {
 					t.Errorf("claim %+v, want restored for uid-m1 and provisioned", c)
 				}
 			}}},
-		{name: "provisioned, claim released: deprovisioning",
+		// A release is one round per step the BMC takes (the power-off, the erase), not one more
+		// round per state for the write of the state before it.
+		{name: "provisioned, claim released: deprovisioning, the power-off sent in the same round",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Release = true })},
-			want: want{state: infrav1.HostStateDeprovisioning}},
-		{name: "deprovisioning, off: the claim's media ejected, cleaning next",
+			bmc:  fakeBMC{power: bmc.PowerOn},
+			want: want{state: infrav1.HostStateDeprovisioning, calls: []string{"Reset(ForceOff)"}, requeue: firstLook}},
+		{name: "deprovisioning, off: the claim's media ejected, the erase started in the same round",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateDeprovisioning, func(c *infrav1.HostClaim) { c.Release = true }), booted},
-			bmc:  fakeBMC{power: bmc.PowerOff},
-			want: want{state: infrav1.HostStateCleaning, calls: []string{"EjectMedia(/v1/ns/m1/)"}, check: func(t *testing.T, h *infrav1.RedfishHost) {
-				if h.Status.BootIssuedAt != nil {
-					t.Error("bootIssuedAt kept")
-				}
-			}}},
+			bmc:  fakeBMC{power: bmc.PowerOff, eraseJobs: []bmc.EraseJob{{Drive: "/d/1", TaskURI: "/t/1"}}},
+			want: want{state: infrav1.HostStateCleaning, calls: []string{"EjectMedia(/v1/ns/m1/)", "EraseDrives"}, condition: "Cleaned=False/Erasing", requeue: firstLook,
+				check: func(t *testing.T, h *infrav1.RedfishHost) {
+					if h.Status.BootIssuedAt != nil {
+						t.Error("bootIssuedAt kept")
+					}
+					if e := h.Status.Erase; e == nil || !slices.Equal(e.Tasks, []string{"/t/1"}) {
+						t.Errorf("erase status %+v", e)
+					}
+				}}},
 		{name: "deprovisioning without cleaning, nodeReuse: back in the pool, reserved for the owner",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateDeprovisioning, func(c *infrav1.HostClaim) {
 				c.Release, c.NodeReuse, c.AutomatedCleaningMode = true, true, infrav1.CleaningModeDisabled
@@ -501,6 +508,11 @@ func TestHostStateMachine(t *testing.T) {
 			}
 			if !slices.Equal(f.calls, tc.want.calls) {
 				t.Errorf("BMC calls %v, want %v", f.calls, tc.want.calls)
+			}
+			// The power state read is the round's reachability check, made once whatever states
+			// the round goes through.
+			if f.powerReads > 1 {
+				t.Errorf("the power state read %d times in one round, want at most once", f.powerReads)
 			}
 			if tc.want.condition != "" {
 				typ, rest, _ := strings.Cut(tc.want.condition, "=")
