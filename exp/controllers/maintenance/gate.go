@@ -195,7 +195,7 @@ func budgetOf(p *expv1.RedfishMaintenancePolicy, f fleet, skip string, now time.
 		governed = append(governed, h)
 		names = append(names, h.Name)
 	}
-	exempt := replacements(f.ms, skip, governed, now)
+	exempt := replacements(f.ms, skip, f.hosts, governed, now)
 	for _, h := range governed {
 		b.hosts++
 		switch {
@@ -223,37 +223,53 @@ func budgetOf(p *expv1.RedfishMaintenancePolicy, f fleet, skip string, now time.
 }
 
 // replacements names the hosts of governed booting the replacement of a Machine a maintenance
-// took: those cost the budget nothing more, the maintenance's held host being counted already.
-// Each host a maintenance (but skip; mode Replace, Draining or InMaintenance) holds among governed
-// is one place its MachineDeployment's replacement may take, from when the maintenance began
-// draining (the Machine is deleted after) for replacementBootGrace. The other hosts claimed for
-// that MachineDeployment in that time take those places, oldest claim first, whatever they are
-// doing (a replacement already Ready uses its place up; in a tie, a host that is not booting goes
-// first), and only one booting as a replacement may (see replacementBoot) is exempt: at most one
-// host per maintained host. A boot claimed before the drain or long after, or beyond the places
-// (a scale-up, a remediation), counts as down.
-func replacements(ms []expv1.RedfishMaintenance, skip string, governed []*infrav1.RedfishHost, now time.Time) map[string]bool {
-	places := map[string]map[string]time.Time{} // MachineDeployment -> held host -> drain began
+// under way took: those cost the budget nothing more, the maintenance's held host being counted
+// already. Each Machine a maintenance (but skip; mode Replace, on a host of governed) took is one
+// place its MachineDeployment's replacement may take, from when the maintenance began draining
+// (the Machine is deleted after) for replacementBootGrace. The hosts claimed for that
+// MachineDeployment in that time, governed or not, take those places, oldest claim first,
+// whatever they are doing (a replacement already Ready uses its place up; in a tie, a host that is
+// not booting goes first). A maintenance that has ended keeps its place for this pairing, so that
+// its own replacement, claimed after another maintenance began draining, does not take the other's
+// place; only a boot (see replacementBoot) in the place of a maintenance still Draining or
+// InMaintenance is exempt: at most one host per maintained host. A boot claimed before the drain
+// or long after, beyond the places (a scale-up, a remediation), or in the place of a maintenance
+// that has ended counts as down.
+func replacements(ms []expv1.RedfishMaintenance, skip string, hosts []infrav1.RedfishHost, governed []*infrav1.RedfishHost, now time.Time) map[string]bool {
+	type place struct {
+		began  time.Time
+		active bool // its maintenance is Draining or InMaintenance
+	}
+	isGoverned := make(map[string]bool, len(governed))
+	for _, h := range governed {
+		isGoverned[h.Name] = true
+	}
+	places := map[string]map[string]place{} // MachineDeployment -> Machine taken -> its place
 	for i := range ms {
 		m := &ms[i]
-		if m.Name == skip || m.Spec.Mode == expv1.Reuse || m.Status.MachineDeployment == "" || keepsMachine(m) ||
-			(m.Status.Stage != expv1.StageDraining && m.Status.Stage != expv1.StageInMaintenance) ||
-			!slices.ContainsFunc(governed, func(h *infrav1.RedfishHost) bool { return h.Name == m.Spec.HostName }) {
+		if m.Name == skip || m.Spec.Mode == expv1.Reuse || m.Status.MachineDeployment == "" || keepsMachine(m) || !isGoverned[m.Spec.HostName] {
 			continue
 		}
 		i := slices.IndexFunc(m.Status.Stages, func(s expv1.StageTime) bool { return s.Stage == expv1.StageDraining })
 		if i < 0 {
 			continue
 		}
-		began := m.Status.Stages[i].Time.Time
-		byHost := places[m.Status.MachineDeployment]
-		if byHost == nil {
-			byHost = map[string]time.Time{}
-			places[m.Status.MachineDeployment] = byHost
+		p := place{began: m.Status.Stages[i].Time.Time, active: m.Status.Stage == expv1.StageDraining || m.Status.Stage == expv1.StageInMaintenance}
+		byMachine := places[m.Status.MachineDeployment]
+		if byMachine == nil {
+			byMachine = map[string]place{}
+			places[m.Status.MachineDeployment] = byMachine
 		}
-		if t, ok := byHost[m.Spec.HostName]; !ok || began.Before(t) {
-			byHost[m.Spec.HostName] = began // several maintenances of one host: one Machine, one place
+		taken := m.Status.MachineUID
+		if taken == "" {
+			taken = "host/" + m.Spec.HostName
 		}
+		// Several maintenances that took one Machine (of one host, at once): one place, open
+		// from the first drain, for a replacement while any of them is under way.
+		if q, ok := byMachine[taken]; ok {
+			p.began, p.active = minTime(p.began, q.began), p.active || q.active
+		}
+		byMachine[taken] = p
 	}
 	exempt := map[string]bool{}
 	if len(places) == 0 {
@@ -264,7 +280,8 @@ func replacements(ms []expv1.RedfishMaintenance, skip string, governed []*infrav
 		booting bool
 	}
 	var claimed []candidate
-	for _, h := range governed {
+	for i := range hosts {
+		h := &hosts[i]
 		c := h.Status.Claim
 		if c == nil || c.Owner == nil || c.Owner.Kind != machineDeploymentKind || places[c.Owner.Name] == nil {
 			continue // not claimed for a MachineDeployment with a place
@@ -289,22 +306,29 @@ func replacements(ms []expv1.RedfishMaintenance, skip string, governed []*infrav
 		c := x.h.Status.Claim
 		// The place whose time ends first among those open at the claim (the others stay open
 		// longer for later claims).
-		place, first := "", time.Time{}
-		for held, began := range places[c.Owner.Name] {
-			if c.Since.Time.Before(began) || !c.Since.Time.Before(began.Add(replacementBootGrace)) {
+		taken, first := "", place{}
+		for machine, p := range places[c.Owner.Name] {
+			if c.Since.Time.Before(p.began) || !c.Since.Time.Before(p.began.Add(replacementBootGrace)) {
 				continue
 			}
-			if place == "" || began.Before(first) || (began.Equal(first) && held < place) {
-				place, first = held, began
+			if taken == "" || p.began.Before(first.began) || (p.began.Equal(first.began) && machine < taken) {
+				taken, first = machine, p
 			}
 		}
-		if place == "" {
+		if taken == "" {
 			continue // claimed before every drain of its MachineDeployment, or long after
 		}
-		delete(places[c.Owner.Name], place)
-		exempt[x.h.Name] = x.booting
+		delete(places[c.Owner.Name], taken)
+		exempt[x.h.Name] = x.booting && first.active && isGoverned[x.h.Name]
 	}
 	return exempt
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // machineDeploymentKind is the kind a claim names as its owner for a MachineDeployment's Machine.
@@ -322,7 +346,10 @@ const replacementBootGrace = 30 * time.Minute
 func replacementBoot(h *infrav1.RedfishHost, now time.Time) bool {
 	c := h.Status.Claim
 	failed := conditions.IsFalse(h, infrav1.BootPreparedCondition) && conditions.GetReason(h, infrav1.BootPreparedCondition) != infrav1.BMCBusyReason
-	return h.Status.State == infrav1.HostStateProvisioning && c != nil && c.Owner != nil && c.Owner.Kind == machineDeploymentKind &&
+	// A host just claimed is still Available until its controller takes the claim: its boot is
+	// about to start.
+	starting := h.Status.State == infrav1.HostStateAvailable && c != nil && !c.Release && !c.Provisioned
+	return (h.Status.State == infrav1.HostStateProvisioning || starting) && c != nil && c.Owner != nil && c.Owner.Kind == machineDeploymentKind &&
 		now.Sub(c.Since.Time) < replacementBootGrace && !failed &&
 		conditions.IsTrue(h, infrav1.BMCReachableCondition) && len(h.Spec.RebootRequests) == 0 && h.DeletionTimestamp.IsZero()
 }

@@ -197,6 +197,23 @@ func TestASpareBootingForAMaintenancesReplacementIsCountedOnce(t *testing.T) {
 	sameNameCP.Status.Claim.Owner.Kind = "KubeadmControlPlane"
 	sameNameCP.Status.State = infrav1.HostStateProvisioned
 	sameNameCP.Status.Conditions[0].Status = metav1.ConditionTrue
+	// A maintenance of one Machine that began draining ago before now.
+	took := func(name, hostName, machineUID string, stage expv1.MaintenanceStage, ago time.Duration) expv1.RedfishMaintenance {
+		m := maint(name, hostName, "md-a", stage, expv1.Replace)
+		m.Status.MachineUID = machineUID
+		m.Status.Stages[0].Time = metav1.NewTime(now.Add(-ago))
+		return m
+	}
+	backRunning := host("back", infrav1.HostStateAvailable, true, true)
+	oldReplacement := booting("old-replacement", "md-a", 50*time.Second) // the completed one's, claimed after the other's drain
+	oldReplacement.Status.State = infrav1.HostStateProvisioned
+	oldReplacement.Status.Conditions[0].Status = metav1.ConditionTrue
+	ungoverned := booting("ungoverned-spare", "md-a", 110*time.Second)
+	ungoverned.Labels = map[string]string{"governed": "no"}
+	ungoverned.Status.State = infrav1.HostStateProvisioned
+	ungoverned.Status.Conditions[0].Status = metav1.ConditionTrue
+	justClaimed := booting("just-claimed", "md-a", 30*time.Second)
+	justClaimed.Status.State = infrav1.HostStateAvailable // the host controller has not taken the claim yet
 	readyTie := booting("z-ready", "md-a", time.Minute)
 	readyTie.Status.State = infrav1.HostStateProvisioned
 	readyTie.Status.Conditions[0].Status = metav1.ConditionTrue
@@ -301,6 +318,22 @@ func TestASpareBootingForAMaintenancesReplacementIsCountedOnce(t *testing.T) {
 			[]infrav1.RedfishHost{servingHeld, booting("a-booting", "md-a", time.Minute), readyTie},
 			[]expv1.RedfishMaintenance{maint("m", "held", "md-a", expv1.StageDraining, expv1.Replace)},
 			[]string{"held", "a-booting"}},
+		{"the replacement of a maintenance that completed takes its own place, not that of one under way",
+			[]infrav1.RedfishHost{backRunning, oldReplacement, servingHeld, booting("new-replacement", "md-a", 30*time.Second)},
+			[]expv1.RedfishMaintenance{took("old", "back", "uid-old", expv1.StageCompleted, 2*time.Minute), took("new", "held", "uid-new", expv1.StageDraining, time.Minute)},
+			[]string{"held"}},
+		{"a replacement on a host the policy does not govern takes its maintenance's place",
+			[]infrav1.RedfishHost{backRunning, ungoverned, servingHeld, booting("new-replacement", "md-a", 30*time.Second)},
+			[]expv1.RedfishMaintenance{took("old", "back", "uid-old", expv1.StageCompleted, 2*time.Minute), took("new", "held", "uid-new", expv1.StageDraining, time.Minute)},
+			[]string{"held"}},
+		{"two maintenances of one host, one after the other: two Machines, two places",
+			[]infrav1.RedfishHost{servingHeld, oldReplacement, booting("new-replacement", "md-a", 30*time.Second)},
+			[]expv1.RedfishMaintenance{took("old", "held", "uid-old", expv1.StageCompleted, 2*time.Minute), took("new", "held", "uid-new", expv1.StageDraining, time.Minute)},
+			[]string{"held"}},
+		{"a replacement's host claimed, its state not moved to Provisioning yet",
+			[]infrav1.RedfishHost{servingHeld, justClaimed},
+			[]expv1.RedfishMaintenance{maint("m", "held", "md-a", expv1.StageDraining, expv1.Replace)},
+			[]string{"held"}},
 		{"serving, cleaning and unreachable hosts",
 			[]infrav1.RedfishHost{host("serving", infrav1.HostStateProvisioned, true, true), host("cleaning", infrav1.HostStateCleaning, false, true), host("provisioned-unreachable", infrav1.HostStateProvisioned, false, false)},
 			[]expv1.RedfishMaintenance{maint("m", "serving", "md-a", expv1.StageInMaintenance, expv1.Replace)},
@@ -308,13 +341,17 @@ func TestASpareBootingForAMaintenancesReplacementIsCountedOnce(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ten := intstr.FromInt32(10)
-			p := &expv1.RedfishMaintenancePolicy{Spec: expv1.RedfishMaintenancePolicySpec{MaxUnavailable: &ten}}
-			b, _, err := budgetOf(p, fleet{hosts: c.hosts, ms: c.ms}, "", now)
+			p := &expv1.RedfishMaintenancePolicy{Spec: expv1.RedfishMaintenancePolicySpec{MaxUnavailable: &ten,
+				HostSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "governed", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"no"}}}}}}
+			b, names, err := budgetOf(p, fleet{hosts: c.hosts, ms: c.ms}, "", now)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var got []string
 			for _, h := range c.hosts {
+				if h.Labels["governed"] == "no" && slices.Contains(names, h.Name) {
+					t.Errorf("the policy governs %s", h.Name)
+				}
 				if b.down[h.Name] {
 					got = append(got, h.Name)
 				}
