@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/tools/events"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
@@ -127,6 +128,9 @@ type Reconciler struct {
 	// fresh keeps a round from acting on a copy of the maintenance older than the last round's
 	// write: a task's attempt counted twice, a flash started again (see internal/fresh).
 	fresh *fresh.Reads
+	// started holds, for each maintenance this controller took past the gate, the resourceVersion
+	// of that write until the cache has it (guarded by gate; see cacheHasStarts).
+	started map[types.NamespacedName]start
 }
 
 // SetupWithManager registers the controller and the index it needs.
@@ -208,6 +212,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 		if apierrors.IsNotFound(err) {
 			r.messages.Delete(req.NamespacedName)
+			r.forgetStart(req.NamespacedName)
 			if r.fresh != nil {
 				r.fresh.Forget(req.NamespacedName)
 			}
@@ -374,9 +379,10 @@ func (r *Reconciler) approve(m *expv1.RedfishMaintenance, by, format string, arg
 
 // start passes the gate (windows, budget, rollouts) and has CAPI drain the Machine.
 func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, machine *clusterv1.Machine) (ctrl.Result, error) {
-	// Each check below reads the cache, and a pass is confirmed from the API server: a
-	// maintenance waiting for a rollout or the budget costs the API server nothing, and one that
-	// passes cannot have missed a rollout or a maintenance the cache has not seen yet.
+	// Each check below reads the cache; a rollout's pass is confirmed from the API server, and
+	// the gate's under its lock (see cacheHasStarts): a maintenance waiting for a rollout or the
+	// budget costs the API server nothing, and one that passes cannot have missed a rollout or a
+	// maintenance started a moment before.
 	if machine != nil && machine.DeletionTimestamp.IsZero() && m.Spec.Policy != expv1.Enforced {
 		for _, reader := range []client.Reader{r.Client, r.APIReader} {
 			if md, rolling, err := r.rollingOut(ctx, reader, machine); err != nil {
@@ -398,12 +404,16 @@ func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, hos
 		r.waiting(m, NotReplaceableReason, "Machine %s belongs to no MachineSet or control plane: deleting it would not replace it. Move its workload and delete it yourself; the maintenance then proceeds", machine.Name)
 		return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, nil
 	}
-	// The cache's answer needs no lock (a "no" from it only waits); the decision, from the API
-	// server, is taken under the lock.
+	// The cache's answer needs no lock (a "no" from it only waits); the decision is taken again
+	// under the lock, from the cache when it holds every start this controller wrote, else from
+	// the API server.
 	for i, reader := range []client.Reader{r.Client, r.APIReader} {
 		if i == 1 {
 			r.gate.Lock()
 			defer r.gate.Unlock()
+			if r.cacheHasStarts(ctx, m.Namespace) {
+				reader = r.Client
+			}
 		}
 		ok, reason, msg, after, err := r.gateOpen(ctx, reader, m, host, machine)
 		if err != nil {
@@ -425,7 +435,18 @@ func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, hos
 		r.enter(m, expv1.StageDraining)
 		r.waiting(m, DrainingReason, "Waiting for CAPI to drain and delete Machine %s", m.Status.Machine)
 	}
-	if err := r.Client.Status().Update(ctx, m); err != nil {
+	err := r.Client.Status().Update(ctx, m)
+	if r.started == nil {
+		r.started = map[types.NamespacedName]start{}
+	}
+	switch {
+	case err == nil:
+		r.started[client.ObjectKeyFromObject(m)] = start{rv: m.ResourceVersion}
+	case !apierrors.IsConflict(err):
+		// Perhaps written all the same (a timeout): the gate reads the API server for a while.
+		r.started[client.ObjectKeyFromObject(m)] = start{at: r.Now()}
+	}
+	if err != nil {
 		// Not recorded: the deferred patch must not write Draining past the gate either.
 		m.Status = *saved
 		return retryOnConflict(err)
@@ -439,6 +460,61 @@ func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, hos
 	// it wrote, and the deferred patch (based on the object read before) would conflict. That
 	// write wakes the next round once the cache has it; the timer is only a safety net.
 	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+}
+
+// cacheHasStarts says whether the cache's maintenances of namespace include every start this
+// controller wrote (the writes that spend a place in a budget), and forgets those it has. With
+// none missing, the cache answers the gate as the API server would: only this controller starts
+// maintenances, and a stage the cache is behind on otherwise (a maintenance that completed) only
+// keeps a place taken a moment longer. A start of a maintenance the cache does not list, or
+// whose versions do not compare, counts as missing, as does for fresh.Patience a start whose
+// write failed other than by a conflict (it may have been applied). Caller holds gate.
+func (r *Reconciler) cacheHasStarts(ctx context.Context, namespace string) bool {
+	if len(r.started) == 0 {
+		return true
+	}
+	ms := &expv1.RedfishMaintenanceList{}
+	if err := r.Client.List(ctx, ms, client.InNamespace(namespace), readOnly); err != nil {
+		return false
+	}
+	cached := make(map[string]string, len(ms.Items))
+	for i := range ms.Items {
+		cached[ms.Items[i].Name] = ms.Items[i].ResourceVersion
+	}
+	all := true
+	for key, s := range r.started {
+		if key.Namespace != namespace {
+			continue
+		}
+		if s.rv == "" {
+			if r.Now().Sub(s.at) < fresh.Patience {
+				all = false
+			} else {
+				delete(r.started, key)
+			}
+			continue
+		}
+		if c, err := resourceversion.CompareResourceVersion(cached[key.Name], s.rv); err != nil || c < 0 {
+			all = false
+			continue
+		}
+		delete(r.started, key)
+	}
+	return all
+}
+
+// start is a write that took a maintenance past the gate: the version it returned, or, for a
+// write whose outcome is unknown, when it was tried.
+type start struct {
+	rv string
+	at time.Time
+}
+
+// forgetStart drops the start of a maintenance that is gone.
+func (r *Reconciler) forgetStart(key types.NamespacedName) {
+	r.gate.Lock()
+	defer r.gate.Unlock()
+	delete(r.started, key)
 }
 
 // drain deletes the Machine on the host (CAPI cordons and drains the Node, honouring
