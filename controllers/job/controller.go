@@ -236,6 +236,12 @@ func (r *Reconciler) hostUsable(ctx context.Context, j *infrav1.RedfishJob, h *i
 		r.waiting(j, infrav1.JobWaitingForHostReason, "Host %s is %s: a job starts on an Available host (or a Provisioned one in maintenance)", h.Name, stateName(h))
 		return false, ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	}
+	if c := h.Status.Claim; h.Status.State == infrav1.HostStateProvisioned && (c == nil || c.Release) {
+		// Being released: the host controller powers it off and starts its erase in the round
+		// that reads the release, before it writes the state.
+		r.waiting(j, infrav1.JobWaitingForHostReason, "Host %s is being released: a job starts on an Available host (or a Provisioned one in maintenance)", h.Name)
+		return false, ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
 	return true, ctrl.Result{}, nil
 }
 

@@ -126,6 +126,28 @@ func TestAJobOnAClaimedHostFailsUnlessTheHostIsInMaintenance(t *testing.T) {
 	}
 }
 
+// A job waits while its host is being released (Provisioned, its claim released or gone): the
+// host controller powers it off and starts its erase in the round that reads the release, and
+// a job confirmed from the API server in that moment would act on the BMC at the same time.
+func TestAJobWaitsForAHostBeingReleased(t *testing.T) {
+	for _, released := range []*infrav1.HostClaim{
+		{Consumer: infrav1.ObjectRef{Kind: "RedfishMachine", Namespace: "ns", Name: "m1"}, Release: true},
+		nil,
+	} {
+		h := availableHost("h")
+		h.Status.State, h.Status.Claim = infrav1.HostStateProvisioned, released
+		j := onJob("j", "h")
+		at := metav1.NowMicro()
+		j.Status.StartTime, j.Status.Tasks = &at, []infrav1.JobTaskStatus{{State: infrav1.JobTaskPending}}
+		r, c, b := world(t, h, j)
+		got := reconcileJob(t, r, c, "j")
+		cond := conditions.Get(got, infrav1.JobRunningCondition)
+		if b.tried != 0 || got.Status.StartTime != nil || cond == nil || cond.Reason != infrav1.JobWaitingForHostReason {
+			t.Errorf("claim %+v: %d resets, start %v, %+v; want nothing sent, back to waiting for the host", released, b.tried, got.Status.StartTime, cond)
+		}
+	}
+}
+
 // A job round on a cache behind the controller's own last write of the job does nothing (no BMC
 // call, no API read, no error: a copy a write behind would start a task again) and comes back
 // after PollInterval; the write's own event wakes it sooner.

@@ -131,6 +131,9 @@ type Reconciler struct {
 	// started holds, for each maintenance this controller took past the gate, the resourceVersion
 	// of that write until the cache has it (guarded by gate; see cacheHasStarts).
 	started map[types.NamespacedName]start
+	// baselined names the namespaces whose maintenances' versions were taken from the API server
+	// since this controller started (guarded by gate; see cacheHasStarts).
+	baselined map[string]bool
 }
 
 // SetupWithManager registers the controller and the index it needs.
@@ -436,9 +439,6 @@ func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, hos
 		r.waiting(m, DrainingReason, "Waiting for CAPI to drain and delete Machine %s", m.Status.Machine)
 	}
 	err := r.Client.Status().Update(ctx, m)
-	if r.started == nil {
-		r.started = map[types.NamespacedName]start{}
-	}
 	switch {
 	case err == nil:
 		r.started[client.ObjectKeyFromObject(m)] = start{rv: m.ResourceVersion}
@@ -467,11 +467,24 @@ func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, hos
 // none missing, the cache answers the gate as the API server would: only this controller starts
 // maintenances, and a stage the cache is behind on otherwise (a maintenance that completed) only
 // keeps a place taken a moment longer. A start of a maintenance the cache does not list, or
-// whose versions do not compare, counts as missing, as does for fresh.Patience a start whose
-// write failed other than by a conflict (it may have been applied). Caller holds gate.
+// whose versions do not compare, counts as missing; so does a start whose write failed other than
+// by a conflict (it may have been applied), for fresh.Patience, after which it is settled from
+// the API server. A controller that has not yet decided in namespace (after a restart, or taking
+// over from another leader, whose last starts its cache may miss) first takes every
+// maintenance's version from the API server as one its cache must reach. Caller holds gate.
 func (r *Reconciler) cacheHasStarts(ctx context.Context, namespace string) bool {
-	if len(r.started) == 0 {
-		return true
+	if r.started == nil {
+		r.started, r.baselined = map[types.NamespacedName]start{}, map[string]bool{}
+	}
+	if !r.baselined[namespace] {
+		ms := &expv1.RedfishMaintenanceList{}
+		if err := r.APIReader.List(ctx, ms, client.InNamespace(namespace)); err != nil {
+			return false
+		}
+		for i := range ms.Items {
+			r.started[client.ObjectKeyFromObject(&ms.Items[i])] = start{rv: ms.Items[i].ResourceVersion}
+		}
+		r.baselined[namespace] = true
 	}
 	ms := &expv1.RedfishMaintenanceList{}
 	if err := r.Client.List(ctx, ms, client.InNamespace(namespace), readOnly); err != nil {
@@ -487,12 +500,13 @@ func (r *Reconciler) cacheHasStarts(ctx context.Context, namespace string) bool 
 			continue
 		}
 		if s.rv == "" {
-			if r.Now().Sub(s.at) < fresh.Patience {
+			if r.Now().Sub(s.at) < fresh.Patience || !r.settle(ctx, key) {
 				all = false
-			} else {
-				delete(r.started, key)
+				continue
 			}
-			continue
+			if s = r.started[key]; s.rv == "" {
+				continue // gone
+			}
 		}
 		if c, err := resourceversion.CompareResourceVersion(cached[key.Name], s.rv); err != nil || c < 0 {
 			all = false
@@ -501,6 +515,22 @@ func (r *Reconciler) cacheHasStarts(ctx context.Context, namespace string) bool 
 		delete(r.started, key)
 	}
 	return all
+}
+
+// settle reads a maintenance whose start was of unknown outcome from the API server: the version
+// it has now is one the cache must reach (whether the start was applied or not). It says whether
+// it could; a maintenance that is gone is forgotten.
+func (r *Reconciler) settle(ctx context.Context, key types.NamespacedName) bool {
+	m := &expv1.RedfishMaintenance{}
+	switch err := r.APIReader.Get(ctx, key, m); {
+	case apierrors.IsNotFound(err):
+		delete(r.started, key)
+		return true
+	case err != nil:
+		return false
+	}
+	r.started[key] = start{rv: m.ResourceVersion}
+	return true
 }
 
 // start is a write that took a maintenance past the gate: the version it returned, or, for a

@@ -223,22 +223,22 @@ func budgetOf(p *expv1.RedfishMaintenancePolicy, f fleet, skip string, now time.
 }
 
 // replacements names the hosts of governed booting the replacement of a Machine a maintenance
-// under way took: those cost the budget nothing more, the maintenance's held host being counted
-// already. Each Machine a maintenance (but skip; mode Replace, on a host of governed) took is one
+// under way on a host of governed took: those cost the budget nothing more, the maintenance's held
+// host being counted already. Each Machine a maintenance (but skip; mode Replace) took is one
 // place its MachineDeployment's replacement may take, from when the maintenance began draining
 // (the Machine is deleted after) for replacementBootGrace. The hosts claimed for that
 // MachineDeployment in that time, governed or not, take those places, oldest claim first,
 // whatever they are doing (a replacement already Ready uses its place up; in a tie, a host that is
-// not booting goes first). A maintenance that has ended keeps its place for this pairing, so that
-// its own replacement, claimed after another maintenance began draining, does not take the other's
-// place; only a boot (see replacementBoot) in the place of a maintenance still Draining or
-// InMaintenance is exempt: at most one host per maintained host. A boot claimed before the drain
-// or long after, beyond the places (a scale-up, a remediation), or in the place of a maintenance
-// that has ended counts as down.
+// not booting goes first). Maintenances that have ended, and those of hosts this policy does not
+// govern, keep their places for this pairing, so that their replacements, claimed after another
+// maintenance began draining, do not take the other's place; only a boot (see replacementBoot) in
+// the place of a maintenance still Draining or InMaintenance on a host of governed is exempt: at
+// most one host per maintained host. A boot claimed before the drain or long after, beyond the
+// places (a scale-up, a remediation), or in another place counts as down.
 func replacements(ms []expv1.RedfishMaintenance, skip string, hosts []infrav1.RedfishHost, governed []*infrav1.RedfishHost, now time.Time) map[string]bool {
 	type place struct {
 		began  time.Time
-		active bool // its maintenance is Draining or InMaintenance
+		active bool // its maintenance is Draining or InMaintenance, on a host of governed
 	}
 	isGoverned := make(map[string]bool, len(governed))
 	for _, h := range governed {
@@ -247,14 +247,15 @@ func replacements(ms []expv1.RedfishMaintenance, skip string, hosts []infrav1.Re
 	places := map[string]map[string]place{} // MachineDeployment -> Machine taken -> its place
 	for i := range ms {
 		m := &ms[i]
-		if m.Name == skip || m.Spec.Mode == expv1.Reuse || m.Status.MachineDeployment == "" || keepsMachine(m) || !isGoverned[m.Spec.HostName] {
+		if m.Name == skip || m.Spec.Mode == expv1.Reuse || m.Status.MachineDeployment == "" || keepsMachine(m) {
 			continue
 		}
 		i := slices.IndexFunc(m.Status.Stages, func(s expv1.StageTime) bool { return s.Stage == expv1.StageDraining })
 		if i < 0 {
 			continue
 		}
-		p := place{began: m.Status.Stages[i].Time.Time, active: m.Status.Stage == expv1.StageDraining || m.Status.Stage == expv1.StageInMaintenance}
+		p := place{began: m.Status.Stages[i].Time.Time,
+			active: (m.Status.Stage == expv1.StageDraining || m.Status.Stage == expv1.StageInMaintenance) && isGoverned[m.Spec.HostName]}
 		byMachine := places[m.Status.MachineDeployment]
 		if byMachine == nil {
 			byMachine = map[string]place{}
@@ -346,7 +347,8 @@ const replacementBootGrace = 30 * time.Minute
 func replacementBoot(h *infrav1.RedfishHost, now time.Time) bool {
 	c := h.Status.Claim
 	failed := conditions.IsFalse(h, infrav1.BootPreparedCondition) && conditions.GetReason(h, infrav1.BootPreparedCondition) != infrav1.BMCBusyReason
-	// A host just claimed is still Available until its controller takes the claim: its boot is
+	// A host just claimed is still Available until its controller takes the claim (and a moment
+	// after: CAPI's patch helper writes the conditions, Ready False, before the state): its boot is
 	// about to start.
 	starting := h.Status.State == infrav1.HostStateAvailable && c != nil && !c.Release && !c.Provisioned
 	return (h.Status.State == infrav1.HostStateProvisioning || starting) && c != nil && c.Owner != nil && c.Owner.Kind == machineDeploymentKind &&
@@ -426,8 +428,8 @@ func (r *Reconciler) rollingOut(ctx context.Context, reader client.Reader, machi
 
 // gateOpen checks every policy selecting the host: a window open, room in the budget, and no
 // higher-ranked maintenance waiting for the same budget. The caller reads it from the cache first
-// and confirms an open gate from the API server: the cache could miss a maintenance that just
-// started.
+// and confirms an open gate under its lock, from a reader that holds every maintenance started
+// (see cacheHasStarts): the cache could miss one that just started.
 func (r *Reconciler) gateOpen(ctx context.Context, reader client.Reader, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, machine *clusterv1.Machine) (bool, string, string, time.Duration, error) {
 	policies := &expv1.RedfishMaintenancePolicyList{}
 	if err := reader.List(ctx, policies, client.InNamespace(m.Namespace)); err != nil {

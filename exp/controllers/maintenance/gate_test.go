@@ -212,8 +212,12 @@ func TestASpareBootingForAMaintenancesReplacementIsCountedOnce(t *testing.T) {
 	ungoverned.Labels = map[string]string{"governed": "no"}
 	ungoverned.Status.State = infrav1.HostStateProvisioned
 	ungoverned.Status.Conditions[0].Status = metav1.ConditionTrue
+	elsewhere := host("elsewhere", infrav1.HostStateProvisioned, false, true)
+	elsewhere.Labels = map[string]string{"governed": "no"}
+	// The host controller taking a claim: CAPI's patch helper writes the conditions (Ready False,
+	// Provisioning) before the rest of the status (the state, still Available).
 	justClaimed := booting("just-claimed", "md-a", 30*time.Second)
-	justClaimed.Status.State = infrav1.HostStateAvailable // the host controller has not taken the claim yet
+	justClaimed.Status.State = infrav1.HostStateAvailable
 	readyTie := booting("z-ready", "md-a", time.Minute)
 	readyTie.Status.State = infrav1.HostStateProvisioned
 	readyTie.Status.Conditions[0].Status = metav1.ConditionTrue
@@ -325,6 +329,10 @@ func TestASpareBootingForAMaintenancesReplacementIsCountedOnce(t *testing.T) {
 		{"a replacement on a host the policy does not govern takes its maintenance's place",
 			[]infrav1.RedfishHost{backRunning, ungoverned, servingHeld, booting("new-replacement", "md-a", 30*time.Second)},
 			[]expv1.RedfishMaintenance{took("old", "back", "uid-old", expv1.StageCompleted, 2*time.Minute), took("new", "held", "uid-new", expv1.StageDraining, time.Minute)},
+			[]string{"held"}},
+		{"the replacement of a maintenance on a host the policy does not govern takes that one's place",
+			[]infrav1.RedfishHost{elsewhere, oldReplacement, servingHeld, booting("new-replacement", "md-a", 30*time.Second)},
+			[]expv1.RedfishMaintenance{took("other", "elsewhere", "uid-other", expv1.StageInMaintenance, 2*time.Minute), took("new", "held", "uid-new", expv1.StageDraining, time.Minute)},
 			[]string{"held"}},
 		{"two maintenances of one host, one after the other: two Machines, two places",
 			[]infrav1.RedfishHost{servingHeld, oldReplacement, booting("new-replacement", "md-a", 30*time.Second)},

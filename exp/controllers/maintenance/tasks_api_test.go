@@ -433,31 +433,42 @@ func TestTheGateDecidesFromTheCacheOnceItHoldsEveryStartItWrote(t *testing.T) {
 		name           string
 		maxUnavailable int32
 		cacheHasStart  bool
-		lostAnswer     bool // the first start's write is applied, its answer lost
+		lostAnswer     bool          // the first start's write is applied, its answer lost
+		later          time.Duration // between the first start and the second decision
+		newLeader      bool          // another controller (a leader since gone) wrote the first start
 		wantStarted    bool
 		wantAPILists   bool
 	}{
-		{"room for both, the cache holds the first start: started, decided from the cache", 2, true, false, true, false},
-		{"room for one, the cache misses the first start: waits, decided from the API server", 1, false, false, false, true},
-		{"room for one, the first start's answer lost and the cache behind: waits, decided from the API server", 1, false, true, false, true},
+		{"room for both, the cache holds the first start: started, decided from the cache", 2, true, false, 0, false, true, false},
+		{"room for one, the cache misses the first start: waits, decided from the API server", 1, false, false, 0, false, false, true},
+		{"room for one, the first start's answer lost and the cache behind: waits, decided from the API server", 1, false, true, 0, false, false, true},
+		{"the same, past fresh.Patience: the start settled from the API server, still waits", 1, false, true, fresh.Patience + time.Second, false, false, true},
+		{"room for one, a new leader whose cache misses the old leader's last start: waits, decided from the API server", 1, false, false, 0, true, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			budget := intstr.FromInt32(c.maxUnavailable)
 			policy := &expv1.RedfishMaintenancePolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: expv1.RedfishMaintenancePolicySpec{MaxUnavailable: &budget}}
 			api, stale := apiWorld(t, host("h1"), host("h2"), policy.DeepCopy(), maint("m-b", "h1")), apiWorld(t, host("h1"), host("h2"), policy.DeepCopy(), maint("m-b", "h1"))
-			r := &Reconciler{PollInterval: time.Second, Now: time.Now}
+			now := time.Now()
+			r := &Reconciler{PollInterval: time.Second, Now: func() time.Time { return now }}
 			r.fresh = &fresh.Reads{Kind: expv1.GroupVersion.WithKind("RedfishMaintenance")}
 			r.Client, r.APIReader = r.fresh.Client(api), api
+			first := r
+			if c.newLeader {
+				r = &Reconciler{PollInterval: time.Second, Now: func() time.Time { return now }}
+				r.fresh = &fresh.Reads{Kind: expv1.GroupVersion.WithKind("RedfishMaintenance")}
+			}
 			if c.lostAnswer {
-				r.Client = r.fresh.Client(lostAnswers{api})
+				first.Client = first.fresh.Client(lostAnswers{api})
 			}
 			// The start is written at once; the round's deferred patch then conflicts on the fake
 			// client alone (it gives a no-op conditions patch a new resourceVersion; the API server
 			// does not).
-			if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "m-b"}}); err != nil &&
+			if _, err := first.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "m-b"}}); err != nil &&
 				!strings.Contains(err.Error(), "object was modified") && (!c.lostAnswer || !apierrors.IsTimeout(err)) {
 				t.Fatal(err)
 			}
+			now = now.Add(c.later)
 			if got := stage(api, "m-b"); got != expv1.StageDraining {
 				t.Fatalf("the first maintenance is %s, want Draining", got)
 			}
