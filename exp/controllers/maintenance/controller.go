@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -128,8 +129,9 @@ type Reconciler struct {
 	// fresh keeps a round from acting on a copy of the maintenance older than the last round's
 	// write: a task's attempt counted twice, a flash started again (see internal/fresh).
 	fresh *fresh.Reads
-	// started holds, for each maintenance this controller took past the gate, the resourceVersion
-	// of that write until the cache has it (guarded by gate; see cacheHasStarts).
+	// started holds the versions of maintenances the cache must reach before the gate trusts it:
+	// each start this controller wrote, those of every maintenance when it began deciding in a
+	// namespace, and starts of unknown outcome (guarded by gate; see cacheHasStarts).
 	started map[types.NamespacedName]start
 	// baselined names the namespaces whose maintenances' versions were taken from the API server
 	// since this controller started (guarded by gate; see cacheHasStarts).
@@ -438,13 +440,14 @@ func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, hos
 		r.enter(m, expv1.StageDraining)
 		r.waiting(m, DrainingReason, "Waiting for CAPI to drain and delete Machine %s", m.Status.Machine)
 	}
+	from := m.ResourceVersion
 	err := r.Client.Status().Update(ctx, m)
 	switch {
 	case err == nil:
 		r.started[client.ObjectKeyFromObject(m)] = start{rv: m.ResourceVersion}
-	case !apierrors.IsConflict(err):
-		// Perhaps written all the same (a timeout): the gate reads the API server for a while.
-		r.started[client.ObjectKeyFromObject(m)] = start{at: r.Now()}
+	case unknownOutcome(err):
+		// Perhaps written all the same (a timeout): the gate reads the API server until settled.
+		r.started[client.ObjectKeyFromObject(m)] = start{at: r.Now(), from: from}
 	}
 	if err != nil {
 		// Not recorded: the deferred patch must not write Draining past the gate either.
@@ -482,9 +485,18 @@ func (r *Reconciler) cacheHasStarts(ctx context.Context, namespace string) bool 
 			return false
 		}
 		for i := range ms.Items {
-			r.started[client.ObjectKeyFromObject(&ms.Items[i])] = start{rv: ms.Items[i].ResourceVersion}
+			if key := client.ObjectKeyFromObject(&ms.Items[i]); r.started[key] == (start{}) {
+				r.started[key] = start{rv: ms.Items[i].ResourceVersion}
+			}
 		}
 		r.baselined[namespace] = true
+	}
+	pending := false
+	for key := range r.started {
+		pending = pending || key.Namespace == namespace
+	}
+	if !pending {
+		return true
 	}
 	ms := &expv1.RedfishMaintenanceList{}
 	if err := r.Client.List(ctx, ms, client.InNamespace(namespace), readOnly); err != nil {
@@ -517,11 +529,14 @@ func (r *Reconciler) cacheHasStarts(ctx context.Context, namespace string) bool 
 	return all
 }
 
-// settle reads a maintenance whose start was of unknown outcome from the API server: the version
-// it has now is one the cache must reach (whether the start was applied or not). It says whether
-// it could; a maintenance that is gone is forgotten.
+// settle reads a maintenance whose start was of unknown outcome from the API server. Applied (past
+// Approved), its version is one the cache must reach. Still at the version the start was written
+// against, the start may yet land (an API server finishes a request up to its own timeout): it
+// stays unsettled until requestTimeout has passed, then is dropped; at any other version it can
+// no longer land (it was written with that version as a precondition) and is dropped. It says
+// whether it settled the start; a maintenance that is gone is forgotten.
 func (r *Reconciler) settle(ctx context.Context, key types.NamespacedName) bool {
-	m := &expv1.RedfishMaintenance{}
+	s, m := r.started[key], &expv1.RedfishMaintenance{}
 	switch err := r.APIReader.Get(ctx, key, m); {
 	case apierrors.IsNotFound(err):
 		delete(r.started, key)
@@ -529,15 +544,37 @@ func (r *Reconciler) settle(ctx context.Context, key types.NamespacedName) bool 
 	case err != nil:
 		return false
 	}
-	r.started[key] = start{rv: m.ResourceVersion}
+	switch st := m.Status.Stage; {
+	case st != "" && st != expv1.StagePending && st != expv1.StageAnnounced && st != expv1.StageApproved:
+		r.started[key] = start{rv: m.ResourceVersion}
+	case m.ResourceVersion == s.from && r.Now().Sub(s.at) < requestTimeout:
+		return false
+	default:
+		delete(r.started, key)
+	}
 	return true
 }
 
-// start is a write that took a maintenance past the gate: the version it returned, or, for a
-// write whose outcome is unknown, when it was tried.
+// requestTimeout is how long an API server may take to finish a write (its --request-timeout,
+// 60 s by default): a start of unknown outcome may land until then.
+const requestTimeout = time.Minute
+
+// unknownOutcome says whether a failed write may have been applied all the same: a timeout, a
+// server error or a failed connection; not an answer that refused it.
+func unknownOutcome(err error) bool {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return status.Status().Code >= http.StatusInternalServerError
+	}
+	return true
+}
+
+// start is a version the cache must reach: that of a write that took a maintenance past the gate,
+// or of the maintenance as the API server had it; or, for a start whose outcome is unknown, when
+// it was tried and the version it was written against.
 type start struct {
-	rv string
-	at time.Time
+	rv, from string
+	at       time.Time
 }
 
 // forgetStart drops the start of a maintenance that is gone.

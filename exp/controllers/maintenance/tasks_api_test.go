@@ -2,7 +2,9 @@ package maintenance
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -437,13 +439,14 @@ func TestTheGateDecidesFromTheCacheOnceItHoldsEveryStartItWrote(t *testing.T) {
 		later          time.Duration // between the first start and the second decision
 		newLeader      bool          // another controller (a leader since gone) wrote the first start
 		wantStarted    bool
-		wantAPILists   bool
+		wantAPILists   string // "none", "seed" (the versions a new leader takes, one list), "decision"
 	}{
-		{"room for both, the cache holds the first start: started, decided from the cache", 2, true, false, 0, false, true, false},
-		{"room for one, the cache misses the first start: waits, decided from the API server", 1, false, false, 0, false, false, true},
-		{"room for one, the first start's answer lost and the cache behind: waits, decided from the API server", 1, false, true, 0, false, false, true},
-		{"the same, past fresh.Patience: the start settled from the API server, still waits", 1, false, true, fresh.Patience + time.Second, false, false, true},
-		{"room for one, a new leader whose cache misses the old leader's last start: waits, decided from the API server", 1, false, false, 0, true, false, true},
+		{"room for both, the cache holds the first start: started, decided from the cache", 2, true, false, 0, false, true, "none"},
+		{"room for one, the cache misses the first start: waits, decided from the API server", 1, false, false, 0, false, false, "decision"},
+		{"room for one, the first start's answer lost and the cache behind: waits, decided from the API server", 1, false, true, 0, false, false, "decision"},
+		{"the same, past fresh.Patience: the start settled from the API server, still waits", 1, false, true, fresh.Patience + time.Second, false, false, "decision"},
+		{"room for one, a new leader whose cache misses the old leader's last start: waits, decided from the API server", 1, false, false, 0, true, false, "decision"},
+		{"room for both, a new leader whose cache is current: started, decided from the cache once the versions are taken", 2, true, false, 0, true, true, "seed"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			budget := intstr.FromInt32(c.maxUnavailable)
@@ -489,10 +492,30 @@ func TestTheGateDecidesFromTheCacheOnceItHoldsEveryStartItWrote(t *testing.T) {
 			if started := stage(api, "m-a") == expv1.StageDraining; started != c.wantStarted {
 				t.Errorf("the second maintenance started: %t, want %t", started, c.wantStarted)
 			}
-			if listed := reads.lists > 0; listed != c.wantAPILists {
-				t.Errorf("%d lists from the API server, want lists from it: %t", reads.lists, c.wantAPILists)
+			if got := map[bool]string{true: "none"}[reads.lists == 0] + map[bool]string{true: "seed"}[reads.lists == 1] + map[bool]string{true: "decision"}[reads.lists > 1]; got != c.wantAPILists {
+				t.Errorf("%d lists from the API server (%s), want %s", reads.lists, got, c.wantAPILists)
 			}
 		})
+	}
+}
+
+// Only a failed write that may have been applied keeps the gate on the API server: a timeout, a
+// server error, a broken connection; not a refusal.
+func TestOnlyAWriteThatMayHaveBeenAppliedIsOfUnknownOutcome(t *testing.T) {
+	gr := expv1.GroupVersion.WithResource("redfishmaintenances").GroupResource()
+	for err, want := range map[error]bool{
+		apierrors.NewTimeoutError("slow", 1):                                                          true,
+		apierrors.NewServerTimeout(gr, "update", 1):                                                   true,
+		apierrors.NewServiceUnavailable("restarting"):                                                 true,
+		apierrors.NewInternalError(errors.New("etcd")):                                                true,
+		fmt.Errorf("put: %w", io.ErrUnexpectedEOF):                                                    true,
+		apierrors.NewInvalid(expv1.GroupVersion.WithKind("RedfishMaintenance").GroupKind(), "m", nil): false,
+		apierrors.NewForbidden(gr, "m", errors.New("rbac")):                                           false,
+		apierrors.NewTooManyRequests("later", 1):                                                      false,
+	} {
+		if got := unknownOutcome(err); got != want {
+			t.Errorf("%v: unknown outcome %t, want %t", err, got, want)
+		}
 	}
 }
 
