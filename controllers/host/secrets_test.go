@@ -11,18 +11,9 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/caprf/cluster-api-provider-redfish/internal/apireads"
 )
-
-// countingReader counts the reads that reach the API server.
-type countingReader struct {
-	client.Reader
-	gets int
-}
-
-func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	c.gets++
-	return c.Reader.Get(ctx, key, obj, opts...)
-}
 
 // A host's credentials are read from the API server once per version of their Secret, not on
 // every reconcile; a changed password and a deleted Secret are seen at the next read.
@@ -34,7 +25,7 @@ func TestSecretReaderReadsASecretAgainOnlyWhenItsVersionChanged(t *testing.T) {
 	}
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "bmc"}, Data: map[string][]byte{"username": []byte("admin"), "password": []byte("one")}}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(sec).Build()
-	api := &countingReader{Reader: c}
+	api := &apireads.Counter{Reader: c}
 	r := &secretReader{api: api, versions: c}
 	key := client.ObjectKeyFromObject(sec)
 
@@ -44,8 +35,8 @@ func TestSecretReaderReadsASecretAgainOnlyWhenItsVersionChanged(t *testing.T) {
 			t.Fatalf("read %d: %q, %v", i, data["password"], err)
 		}
 	}
-	if api.gets != 1 {
-		t.Errorf("3 reads of an unchanged Secret reached the API server %d times, want 1", api.gets)
+	if api.Gets != 1 {
+		t.Errorf("3 reads of an unchanged Secret reached the API server %d times, want 1", api.Gets)
 	}
 
 	sec.Data["password"] = []byte("two")
@@ -55,8 +46,8 @@ func TestSecretReaderReadsASecretAgainOnlyWhenItsVersionChanged(t *testing.T) {
 	if data, err := r.get(ctx, key); err != nil || string(data["password"]) != "two" {
 		t.Fatalf("after the password changed: %q, %v", data["password"], err)
 	}
-	if api.gets != 2 {
-		t.Errorf("a changed Secret was read %d times in all, want 2", api.gets)
+	if api.Gets != 2 {
+		t.Errorf("a changed Secret was read %d times in all, want 2", api.Gets)
 	}
 
 	if err := c.Delete(ctx, sec); err != nil {
@@ -68,10 +59,10 @@ func TestSecretReaderReadsASecretAgainOnlyWhenItsVersionChanged(t *testing.T) {
 
 	// Without a version watch every read reaches the API server.
 	plain := &secretReader{api: api}
-	before := api.gets
+	before := api.Gets
 	_, _ = plain.get(ctx, key)
 	_, _ = plain.get(ctx, key)
-	if api.gets-before != 2 {
-		t.Errorf("without versions: %d reads reached the API server, want 2", api.gets-before)
+	if api.Gets-before != 2 {
+		t.Errorf("without versions: %d reads reached the API server, want 2", api.Gets-before)
 	}
 }

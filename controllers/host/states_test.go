@@ -23,6 +23,7 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
+	"github.com/caprf/cluster-api-provider-redfish/internal/apireads"
 	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
 	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
 )
@@ -1175,7 +1176,7 @@ func TestARoundOnACacheBehindItsOwnLastWriteWaitsForIt(t *testing.T) {
 	f := &fakeBMC{power: bmc.PowerOff}
 	r := reconcilerFor(nil, f)
 	r.fresh = &fresh.Reads{Kind: infrav1.GroupVersion.WithKind("RedfishHost")}
-	reads := &countingReader{Reader: api}
+	reads := &apireads.Counter{Reader: api}
 	r.Client, r.APIReader = r.fresh.Client(laggingCache{Client: api, cache: &cache}), reads
 	// The controller's last write (the boot recorded), which the cache has not seen.
 	written := &infrav1.RedfishHost{}
@@ -1188,15 +1189,15 @@ func TestARoundOnACacheBehindItsOwnLastWriteWaitsForIt(t *testing.T) {
 	}
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
 	res, err := r.Reconcile(t.Context(), req)
-	if err != nil || res.RequeueAfter != r.PollInterval || len(f.calls) != 0 || reads.gets != 0 {
-		t.Fatalf("round on a cache behind: %v, %+v, BMC calls %v, %d API reads; want nothing done, back in PollInterval", err, res, f.calls, reads.gets)
+	if err != nil || res.RequeueAfter != r.PollInterval || len(f.calls) != 0 || reads.Gets != 0 {
+		t.Fatalf("round on a cache behind: %v, %+v, BMC calls %v, %d API reads; want nothing done, back in PollInterval", err, res, f.calls, reads.Gets)
 	}
 	// The cache catches up: the round acts on the written copy (the boot issued: no second boot).
 	sync()
 	if _, err := r.Reconcile(t.Context(), req); err != nil {
 		t.Fatal(err)
 	}
-	if slices.Contains(f.calls, "Reset(On)") || reads.gets != 0 {
-		t.Errorf("round on the caught-up cache: BMC calls %v, %d API reads; want no second power-on, no API read", f.calls, reads.gets)
+	if slices.Contains(f.calls, "Reset(On)") || reads.Gets != 0 {
+		t.Errorf("round on the caught-up cache: BMC calls %v, %d API reads; want no second power-on, no API read", f.calls, reads.Gets)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
 	"github.com/caprf/cluster-api-provider-redfish/controllers/host"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/apireads"
 	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
 )
 
@@ -165,20 +166,10 @@ func TestAJobRoundOnACacheBehindItsOwnLastWriteWaitsForIt(t *testing.T) {
 	if err := r.fresh.Client(api).Status().Update(t.Context(), written); err != nil {
 		t.Fatal(err)
 	}
-	reads := &countingReader{Reader: api}
+	reads := &apireads.Counter{Reader: api}
 	r.Client, r.APIReader = r.fresh.Client(cache), reads
 	res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "j"}})
-	if err != nil || res.RequeueAfter != r.PollInterval || len(b.resets) != 0 || reads.gets != 0 {
-		t.Errorf("round on a cache behind: %v, %+v, resets %v, %d API reads; want nothing done, back in PollInterval", err, res, b.resets, reads.gets)
+	if err != nil || res.RequeueAfter != r.PollInterval || len(b.resets) != 0 || reads.Gets != 0 {
+		t.Errorf("round on a cache behind: %v, %+v, resets %v, %d API reads; want nothing done, back in PollInterval", err, res, b.resets, reads.Gets)
 	}
-}
-
-type countingReader struct {
-	client.Reader
-	gets int
-}
-
-func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	c.gets++
-	return c.Reader.Get(ctx, key, obj, opts...)
 }

@@ -13,18 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/apireads"
 )
-
-// countingReader counts the reads that reach the API server.
-type countingReader struct {
-	client.Reader
-	gets int
-}
-
-func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	c.gets++
-	return c.Reader.Get(ctx, key, obj, opts...)
-}
 
 // An object is read from the cache when the cache holds the version this controller last wrote
 // or read, or a newer one (anyone else's later write includes this controller's). A cache a write
@@ -49,18 +39,18 @@ func TestAnObjectIsReadFromTheCacheWhenItHasTheLastWriteOrNewer(t *testing.T) {
 		cache = fake.NewClientBuilder().WithScheme(scheme).WithObjects(cur).Build()
 	}
 	sync()
-	api := &countingReader{Reader: apiServer}
+	api := &apireads.Counter{Reader: apiServer}
 	f := &Reads{Kind: infrav1.GroupVersion.WithKind("RedfishHost")}
 	read := func() (*infrav1.RedfishHost, error) {
 		h := &infrav1.RedfishHost{}
 		return h, f.Get(ctx, cache, api, key, h)
 	}
 
-	if _, err := read(); err != nil || api.gets != 1 {
-		t.Fatalf("first read: %v, %d API reads, want 1 (nothing known yet)", err, api.gets)
+	if _, err := read(); err != nil || api.Gets != 1 {
+		t.Fatalf("first read: %v, %d API reads, want 1 (nothing known yet)", err, api.Gets)
 	}
-	if _, err := read(); err != nil || api.gets != 1 {
-		t.Fatalf("second read of an unchanged host: %v, %d API reads, want still 1", err, api.gets)
+	if _, err := read(); err != nil || api.Gets != 1 {
+		t.Fatalf("second read of an unchanged host: %v, %d API reads, want still 1", err, api.Gets)
 	}
 
 	// This controller writes the host; the cache has not seen the write yet.
@@ -72,26 +62,26 @@ func TestAnObjectIsReadFromTheCacheWhenItHasTheLastWriteOrNewer(t *testing.T) {
 	if err := w.Status().Patch(ctx, cur, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := read(); !errors.Is(err, ErrStale) || api.gets != 1 {
-		t.Fatalf("read after a write the cache lacks: %v, %d API reads; want ErrStale and no API read", err, api.gets)
+	if _, err := read(); !errors.Is(err, ErrStale) || api.Gets != 1 {
+		t.Fatalf("read after a write the cache lacks: %v, %d API reads; want ErrStale and no API read", err, api.Gets)
 	}
 	// A cache behind for Patience (a watch down): the API server is asked, once.
 	now := time.Now()
 	f.now = func() time.Time { return now }
 	f.remember(key, cur.ResourceVersion) // learnt now
 	now = now.Add(Patience - time.Second)
-	if _, err := read(); !errors.Is(err, ErrStale) || api.gets != 1 {
-		t.Fatalf("read of a cache behind for less than Patience: %v, %d API reads; want ErrStale", err, api.gets)
+	if _, err := read(); !errors.Is(err, ErrStale) || api.Gets != 1 {
+		t.Fatalf("read of a cache behind for less than Patience: %v, %d API reads; want ErrStale", err, api.Gets)
 	}
 	now = now.Add(time.Second)
 	got, err := read()
-	if err != nil || got.Status.State != infrav1.HostStateProvisioning || api.gets != 2 {
-		t.Fatalf("read of a cache behind for Patience: state %q, %v, %d API reads; want the written state from the API server", got.Status.State, err, api.gets)
+	if err != nil || got.Status.State != infrav1.HostStateProvisioning || api.Gets != 2 {
+		t.Fatalf("read of a cache behind for Patience: state %q, %v, %d API reads; want the written state from the API server", got.Status.State, err, api.Gets)
 	}
 	sync()
 	got, err = read()
-	if err != nil || got.Status.State != infrav1.HostStateProvisioning || api.gets != 2 {
-		t.Fatalf("read once the cache has the write: state %q, %v, %d API reads; want the cache's copy", got.Status.State, err, api.gets)
+	if err != nil || got.Status.State != infrav1.HostStateProvisioning || api.Gets != 2 {
+		t.Fatalf("read once the cache has the write: state %q, %v, %d API reads; want the cache's copy", got.Status.State, err, api.Gets)
 	}
 
 	// Anyone else's later write: the cache's copy, which includes this controller's write.
@@ -101,20 +91,20 @@ func TestAnObjectIsReadFromTheCacheWhenItHasTheLastWriteOrNewer(t *testing.T) {
 	if err := apiServer.Update(ctx, other); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := read(); err != nil || api.gets != 2 {
-		t.Fatalf("read before the cache has the other write: %v, %d API reads; want the cache's copy (the other write's event comes)", err, api.gets)
+	if _, err := read(); err != nil || api.Gets != 2 {
+		t.Fatalf("read before the cache has the other write: %v, %d API reads; want the cache's copy (the other write's event comes)", err, api.Gets)
 	}
 	sync()
-	if got, err = read(); err != nil || got.Labels["rack"] != "7" || got.Status.State != infrav1.HostStateProvisioning || api.gets != 2 {
-		t.Fatalf("read after another writer: %v, state %q, %v, %d API reads, want the cache's copy", got.Labels, got.Status.State, err, api.gets)
+	if got, err = read(); err != nil || got.Labels["rack"] != "7" || got.Status.State != infrav1.HostStateProvisioning || api.Gets != 2 {
+		t.Fatalf("read after another writer: %v, state %q, %v, %d API reads, want the cache's copy", got.Labels, got.Status.State, err, api.Gets)
 	}
 
 	// Versions that are not integers (an API server that does not follow KEP-5504): the API
 	// server is asked whenever the cache's copy is not the one last seen.
 	odd := &oddVersions{Reader: cache, rv: "x7"}
 	h2 := &infrav1.RedfishHost{}
-	if err := f.Get(ctx, odd, api, key, h2); err != nil || api.gets != 3 {
-		t.Fatalf("read with an opaque resourceVersion: %v, %d API reads, want 3", err, api.gets)
+	if err := f.Get(ctx, odd, api, key, h2); err != nil || api.Gets != 3 {
+		t.Fatalf("read with an opaque resourceVersion: %v, %d API reads, want 3", err, api.Gets)
 	}
 }
 

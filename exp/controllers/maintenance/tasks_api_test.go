@@ -26,6 +26,7 @@ import (
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/apireads"
 	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
 )
 
@@ -392,16 +393,16 @@ func TestAMaintenanceRoundOnACacheBehindItsOwnLastWriteWaitsForIt(t *testing.T) 
 	if err := r.fresh.Client(api).Status().Update(t.Context(), written); err != nil {
 		t.Fatal(err)
 	}
-	reads := &countingReader{Reader: api}
+	reads := &apireads.Counter{Reader: api}
 	r.Client, r.APIReader = r.fresh.Client(cache), reads
 	res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(m)})
 	after := &expv1.RedfishMaintenance{}
 	if gerr := api.Get(t.Context(), client.ObjectKeyFromObject(m), after); gerr != nil {
 		t.Fatal(gerr)
 	}
-	if err != nil || res.RequeueAfter != r.PollInterval || reads.gets != 0 || after.ResourceVersion != written.ResourceVersion {
+	if err != nil || res.RequeueAfter != r.PollInterval || reads.Gets != 0 || after.ResourceVersion != written.ResourceVersion {
 		t.Errorf("round on a cache behind: %v, %+v, %d API reads, resourceVersion %s → %s; want nothing done, back in PollInterval",
-			err, res, reads.gets, written.ResourceVersion, after.ResourceVersion)
+			err, res, reads.Gets, written.ResourceVersion, after.ResourceVersion)
 	}
 }
 
@@ -484,7 +485,7 @@ func TestTheGateDecidesFromTheCacheOnceItHoldsEveryStartItWrote(t *testing.T) {
 			if !c.cacheHasStart {
 				cache = stale // still shows m-b Approved
 			}
-			reads := &countingReader{Reader: api}
+			reads := &apireads.Counter{Reader: api}
 			r.Client, r.APIReader = r.fresh.Client(cacheClient{Client: api, Reader: cache}), reads
 			if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "m-a"}}); err != nil && !strings.Contains(err.Error(), "object was modified") {
 				t.Fatal(err)
@@ -492,8 +493,8 @@ func TestTheGateDecidesFromTheCacheOnceItHoldsEveryStartItWrote(t *testing.T) {
 			if started := stage(api, "m-a") == expv1.StageDraining; started != c.wantStarted {
 				t.Errorf("the second maintenance started: %t, want %t", started, c.wantStarted)
 			}
-			if got := map[bool]string{true: "none"}[reads.lists == 0] + map[bool]string{true: "seed"}[reads.lists == 1] + map[bool]string{true: "decision"}[reads.lists > 1]; got != c.wantAPILists {
-				t.Errorf("%d lists from the API server (%s), want %s", reads.lists, got, c.wantAPILists)
+			if got := map[bool]string{true: "none"}[reads.Lists == 0] + map[bool]string{true: "seed"}[reads.Lists == 1] + map[bool]string{true: "decision"}[reads.Lists > 1]; got != c.wantAPILists {
+				t.Errorf("%d lists from the API server (%s), want %s", reads.Lists, got, c.wantAPILists)
 			}
 		})
 	}
@@ -545,19 +546,4 @@ func (c cacheClient) Get(ctx context.Context, key client.ObjectKey, obj client.O
 
 func (c cacheClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	return c.Reader.List(ctx, list, opts...)
-}
-
-type countingReader struct {
-	client.Reader
-	gets, lists int
-}
-
-func (c *countingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	c.lists++
-	return c.Reader.List(ctx, list, opts...)
-}
-
-func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	c.gets++
-	return c.Reader.Get(ctx, key, obj, opts...)
 }
