@@ -27,6 +27,7 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/pause"
+	"github.com/caprf/cluster-api-provider-redfish/internal/shutdown"
 )
 
 // Reconciler reconciles RedfishClusters.
@@ -48,7 +49,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 			UpdateFunc:  hostLabelsChanged,
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		})).
-		Complete(r)
+		Complete(shutdown.Quiet(r))
 }
 
 // hostLabelsChanged says whether a host update may change a RedfishCluster's failure domains.

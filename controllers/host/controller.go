@@ -43,6 +43,7 @@ import (
 	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
 	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
 	"github.com/caprf/cluster-api-provider-redfish/internal/pause"
+	"github.com/caprf/cluster-api-provider-redfish/internal/shutdown"
 )
 
 // Finalizer keeps a claimed host from disappearing under its machine.
@@ -167,7 +168,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 			},
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		})).
-		Complete(r)
+		Complete(shutdown.Quiet(r))
 }
 
 func (r *Reconciler) jobToHost(ctx context.Context, o client.Object) []reconcile.Request {

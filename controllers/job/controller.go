@@ -32,6 +32,7 @@ import (
 	"github.com/caprf/cluster-api-provider-redfish/controllers/host"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
+	"github.com/caprf/cluster-api-provider-redfish/internal/shutdown"
 )
 
 // HostField is the field selector the API server offers on RedfishJobs (a selectable field of the
@@ -81,7 +82,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		// A job that finishes or goes wakes the next one on its host.
 		Watches(&infrav1.RedfishJob{}, handler.EnqueueRequestsFromMapFunc(r.jobsOfSameHost)).
 		WithOptions(opts).
-		Complete(r)
+		Complete(shutdown.Quiet(r))
 }
 
 func (r *Reconciler) jobsOfSameHost(ctx context.Context, o client.Object) []reconcile.Request {

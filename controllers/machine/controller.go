@@ -32,6 +32,7 @@ import (
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/claim"
 	"github.com/caprf/cluster-api-provider-redfish/internal/pause"
+	"github.com/caprf/cluster-api-provider-redfish/internal/shutdown"
 )
 
 // Reconciler reconciles RedfishMachines.
@@ -82,7 +83,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		// A workload cluster's Nodes (watched through the ClusterCache once a machine waits
 		// for one) wake the machine their providerID names.
 		WatchesRawSource(r.ClusterCache.GetClusterSource("redfishmachine", clusterToMachines)).
-		Build(r)
+		Build(shutdown.Quiet(r))
 	if err != nil {
 		return err
 	}

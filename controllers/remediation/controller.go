@@ -26,6 +26,7 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/pause"
+	"github.com/caprf/cluster-api-provider-redfish/internal/shutdown"
 )
 
 // Finalizer makes sure a deleted remediation never leaves its host held off.
@@ -56,7 +57,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToRemediations),
 			builder.WithPredicates(predicates.ClusterPausedTransitions(mgr.GetScheme(), ctrl.LoggerFrom(ctx)))).
 		WithOptions(opts).
-		Complete(r)
+		Complete(shutdown.Quiet(r))
 }
 
 func requestor(rr *infrav1.RedfishRemediation) string {

@@ -42,6 +42,7 @@ import (
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
 	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
+	"github.com/caprf/cluster-api-provider-redfish/internal/shutdown"
 )
 
 // Finalizer keeps a deleted maintenance until it withdrew its power hold and its announcement.
@@ -149,7 +150,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	r.fresh = &fresh.Reads{Kind: expv1.GroupVersion.WithKind("RedfishMaintenance")}
 	r.Client = r.fresh.Client(r.Client)
 	if r.GateOff {
-		return ctrl.NewControllerManagedBy(mgr).For(&expv1.RedfishMaintenance{}).Named("redfishmaintenance").WithOptions(opts).Complete(r)
+		return ctrl.NewControllerManagedBy(mgr).For(&expv1.RedfishMaintenance{}).Named("redfishmaintenance").WithOptions(opts).Complete(shutdown.Quiet(r))
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &expv1.RedfishMaintenance{}, HostIndex, func(o client.Object) []string {
 		return []string{o.(*expv1.RedfishMaintenance).Spec.HostName}
@@ -177,7 +178,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		Watches(&clusterv1.Machine{}, r.wakeNextInLine(), builder.WithPredicates(runningChanged)).
 		Watches(&clusterv1.MachineDeployment{}, r.wakeNextInLine(), builder.WithPredicates(shareChanged)).
 		WithOptions(opts).
-		Complete(r)
+		Complete(shutdown.Quiet(r))
 }
 
 func (r *Reconciler) maintenancesOfHost(ctx context.Context, o client.Object) []reconcile.Request {

@@ -22,6 +22,7 @@ import (
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
+	"github.com/caprf/cluster-api-provider-redfish/internal/shutdown"
 )
 
 // PolicyReconciler reports, on each RedfishMaintenancePolicy, what it governs now: hosts,
@@ -57,7 +58,7 @@ func (r *PolicyReconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager,
 		// A Cluster's labels decide which hosts a clusterSelector governs.
 		Watches(&clusterv1.Cluster{}, toPolicies, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WithOptions(opts).
-		Complete(r)
+		Complete(shutdown.Quiet(r))
 }
 
 // Reconcile refreshes one policy's status.

@@ -31,6 +31,7 @@ import (
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/names"
+	"github.com/caprf/cluster-api-provider-redfish/internal/shutdown"
 )
 
 // SetLabel names, on each maintenance a set created, the set.
@@ -75,7 +76,7 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, opts 
 			return out
 		})).
 		WithOptions(opts).
-		Complete(r)
+		Complete(shutdown.Quiet(r))
 }
 
 // MaintenanceName is the name of the maintenance a set gives a host: set and host names, cut
