@@ -157,17 +157,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 			},
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		})).
-		// A RedfishJob that ends (or goes) wakes its host, which then restores the power it
-		// wants: only a host that wants a power state (a job's start needs no host round).
-		Watches(&infrav1.RedfishJob{}, handler.EnqueueRequestsFromMapFunc(r.jobToHost), builder.WithPredicates(predicate.Funcs{
-			CreateFunc: func(event.CreateEvent) bool { return false },
-			UpdateFunc: func(e event.UpdateEvent) bool {
-				before, ok1 := e.ObjectOld.(*infrav1.RedfishJob)
-				after, ok2 := e.ObjectNew.(*infrav1.RedfishJob)
-				return !ok1 || !ok2 || before.Finished() != after.Finished()
-			},
-			GenericFunc: func(event.GenericEvent) bool { return false },
-		})).
+		// A RedfishJob that ends, goes, or goes back to waiting (jobChanges) wakes its host, which
+		// then restores the power it wants: only a host that wants a power state.
+		Watches(&infrav1.RedfishJob{}, handler.EnqueueRequestsFromMapFunc(r.jobToHost), builder.WithPredicates(jobChanges)).
 		Complete(shutdown.Quiet(r))
 }
 

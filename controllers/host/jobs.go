@@ -2,9 +2,13 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 )
@@ -34,6 +38,24 @@ func JobRunning(jobs []infrav1.RedfishJob) bool {
 	return slices.ContainsFunc(jobs, func(j infrav1.RedfishJob) bool { return j.Status.StartTime != nil && !j.Finished() })
 }
 
+// jobChanges are the RedfishJob events that wake the job's host: a job that ends, goes, or goes
+// back to waiting without finishing (its start confirmed against a release made meanwhile). A
+// job's start needs no host round.
+var jobChanges = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		before, ok1 := e.ObjectOld.(*infrav1.RedfishJob)
+		after, ok2 := e.ObjectNew.(*infrav1.RedfishJob)
+		return !ok1 || !ok2 || before.Finished() != after.Finished() ||
+			(JobRunning([]infrav1.RedfishJob{*before}) && !JobRunning([]infrav1.RedfishJob{*after}))
+	},
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// JobHostField is the field selector the API server offers on RedfishJobs (a selectable field of
+// the CRD): the jobs of one host are listed without the namespace's others.
+const JobHostField = "spec.hostName"
+
 // jobRunning says whether a RedfishJob runs on the host: the host controller then leaves its power
 // alone (the job's end wakes the host, which then restores the power it wants).
 func (r *Reconciler) jobRunning(ctx context.Context, h *infrav1.RedfishHost) (bool, error) {
@@ -42,4 +64,17 @@ func (r *Reconciler) jobRunning(ctx context.Context, h *infrav1.RedfishHost) (bo
 		return false, err
 	}
 	return JobRunning(jobs), nil
+}
+
+// jobRunningNow is jobRunning read from the API server, for the round that sees a claim made or
+// released and is about to act on the BMC for it. A job confirms its start by reading the host
+// from the API server after writing it: a job that saw neither the claim nor the release started
+// before that write, so the API server shows it running here, even when the cache does not yet.
+func (r *Reconciler) jobRunningNow(ctx context.Context, h *infrav1.RedfishHost) (bool, error) {
+	list := &infrav1.RedfishJobList{}
+	if err := r.APIReader.List(ctx, list, client.InNamespace(h.Namespace),
+		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector(JobHostField, h.Name)}); err != nil {
+		return false, fmt.Errorf("listing the host's RedfishJobs: %w", err)
+	}
+	return JobRunning(list.Items), nil
 }

@@ -185,6 +185,15 @@ func (r *Reconciler) restoreClaim(ctx context.Context, h *infrav1.RedfishHost, f
 func (r *Reconciler) available(ctx context.Context, s *scope) (ctrl.Result, error) {
 	h := s.host
 	if c := h.Status.Claim; c != nil {
+		// A claim (or a claim already released) moves the host to acting on its BMC, unless a
+		// RedfishJob uses the BMC: the host stays Available until the job ends, which wakes it.
+		// The API server says so, every round: a job that started just before the claim may not
+		// be in the cache yet (its start, confirmed against the host, did not see the claim).
+		if !c.Provisioned {
+			if running, err := r.jobRunningNow(ctx, h); err != nil || running {
+				return ctrl.Result{RequeueAfter: r.CheckInterval}, err
+			}
+		}
 		switch {
 		case c.Release:
 			h.Status.State = infrav1.HostStateDeprovisioning
@@ -201,10 +210,7 @@ func (r *Reconciler) available(ctx context.Context, s *scope) (ctrl.Result, erro
 			return ctrl.Result{}, nil // the status change wakes the next state
 		}
 		// Provisioning starts in this round (the claim is stored; the boot is recorded before the
-		// power-on, in any case), unless a RedfishJob uses the BMC: its end wakes the host.
-		if running, err := r.jobRunning(ctx, h); err != nil || running {
-			return ctrl.Result{RequeueAfter: r.CheckInterval}, err
-		}
+		// power-on, in any case).
 		return r.provision(ctx, s)
 	}
 	if restored, err := r.restoreClaim(ctx, h, false); err != nil || restored {
@@ -437,7 +443,12 @@ func (r *Reconciler) powerOnOnce(ctx context.Context, s *scope) (ctrl.Result, er
 func (r *Reconciler) provisioned(ctx context.Context, s *scope) (ctrl.Result, error) {
 	h := s.host
 	if c := h.Status.Claim; c == nil || c.Release {
-		// The power-off follows in this round: the state is written with the round's status.
+		// The power-off follows in this round: the state is written with the round's status;
+		// unless a RedfishJob uses the BMC (one in a maintenance), read from the API server: a
+		// job started just before the release may not be in the cache yet. Its end wakes the host.
+		if running, err := r.jobRunningNow(ctx, h); err != nil || running {
+			return ctrl.Result{RequeueAfter: r.CheckInterval}, err
+		}
 		h.Status.State = infrav1.HostStateDeprovisioning
 		return r.deprovision(ctx, s)
 	}

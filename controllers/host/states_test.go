@@ -20,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
@@ -579,7 +580,8 @@ func newFakeClient(t *testing.T, h *infrav1.RedfishHost, mutateRM func(*infrav1.
 		&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1"}},
 	}
 	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&infrav1.RedfishHost{}).
-		WithIndex(&infrav1.RedfishMachine{}, ProviderIDHostIndex, indexProviderIDHost).WithIndex(&infrav1.RedfishJob{}, JobHostIndex, IndexJobHost).Build()
+		WithIndex(&infrav1.RedfishMachine{}, ProviderIDHostIndex, indexProviderIDHost).WithIndex(&infrav1.RedfishJob{}, JobHostIndex, IndexJobHost).
+		WithIndex(&infrav1.RedfishJob{}, JobHostField, IndexJobHost).Build()
 }
 
 // A machine that claimed an Available host while the host controller was restoring another
@@ -697,50 +699,114 @@ func TestAMissingRequestorsGraceEndWakesTheHost(t *testing.T) {
 // While a RedfishJob runs on a host, the host's own BMC actions wait: a claimed host does not
 // start provisioning (no power-off, no boot) until the job has finished.
 func TestAHostWaitsForARunningJob(t *testing.T) {
-	// Claimed while Available too: provisioning starts in the round that sees the claim.
-	for _, state := range []infrav1.HostState{infrav1.HostStateProvisioning, infrav1.HostStateAvailable} {
-		t.Run(string(state), func(t *testing.T) { hostWaitsForARunningJob(t, state) })
+	released := claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Release = true })
+	for _, tc := range []struct {
+		name        string
+		host        func(*infrav1.RedfishHost)
+		cacheBehind bool // the job is on the API server, not yet in the manager's cache
+	}{
+		{"provisioning", claimOf(infrav1.HostStateProvisioning), false},
+		// Claimed while Available too: provisioning starts in the round that sees the claim.
+		{"claimed while Available", claimOf(infrav1.HostStateAvailable), false},
+		{"released", released, false},
+		// A round that sees a claim made or released reads the jobs from the API server: a job
+		// started just before the claim or the release (it confirmed its start against the host
+		// without them) may not be in the cache yet; here the cache never catches up.
+		{"claimed while Available, the job not yet in the cache", claimOf(infrav1.HostStateAvailable), true},
+		{"claimed and released while Available, the job not yet in the cache",
+			claimOf(infrav1.HostStateAvailable, func(c *infrav1.HostClaim) { c.Release = true }), true},
+		{"released, the job not yet in the cache", released, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { hostWaitsForARunningJob(t, tc.host, tc.cacheBehind) })
 	}
 }
 
-func hostWaitsForARunningJob(t *testing.T, state infrav1.HostState) {
+// jobsAhead reads RedfishJobs from jobs, the rest from Reader: an API server whose jobs the cache
+// has not seen yet.
+type jobsAhead struct {
+	client.Reader
+	jobs client.Reader
+}
+
+func (a jobsAhead) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*infrav1.RedfishJobList); ok {
+		return a.jobs.List(ctx, list, opts...)
+	}
+	return a.Reader.List(ctx, list, opts...)
+}
+
+func hostWaitsForARunningJob(t *testing.T, claimed func(*infrav1.RedfishHost), cacheBehind bool) {
 	h := &infrav1.RedfishHost{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", Finalizers: []string{Finalizer}},
 		Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
 	}
-	claimOf(state)(h)
+	claimed(h)
 	h.Status.RegisteredAddress = h.Spec.BMC.Address
 	c := newFakeClient(t, h, nil)
+	var api client.Reader = c
+	jobs := c
+	if cacheBehind {
+		jobs = fake.NewClientBuilder().WithScheme(c.Scheme()).
+			WithIndex(&infrav1.RedfishJob{}, JobHostIndex, IndexJobHost).WithIndex(&infrav1.RedfishJob{}, JobHostField, IndexJobHost).Build()
+		api = jobsAhead{Reader: c, jobs: jobs}
+	}
 	started := metav1.NowMicro()
 	j := &infrav1.RedfishJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cycle"}, Spec: infrav1.RedfishJobSpec{HostName: "h1"},
 		Status: infrav1.RedfishJobStatus{StartTime: &started}}
-	if err := c.Create(context.Background(), j); err != nil {
+	if err := jobs.Create(context.Background(), j); err != nil {
 		t.Fatal(err)
 	}
 	f := fakeBMC{power: bmc.PowerOn}
-	r := &Reconciler{Client: c, APIReader: c, BMCs: fakeBMCs{bmc: &f}, SeedBaseURL: "http://seed.example",
+	r := &Reconciler{Client: c, APIReader: api, BMCs: fakeBMCs{bmc: &f}, SeedBaseURL: "http://seed.example",
 		PollInterval: time.Second, RetryInterval: time.Second, CheckInterval: time.Minute, OrphanGracePeriod: 2 * time.Minute, RestoreGracePeriod: 2 * time.Minute}
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
-	// The first reconcile of a host only records that it is not paused.
-	if _, err := r.Reconcile(context.Background(), req); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
+	// The first reconcile of a host records that it is not paused (and goes on).
+	for i := range 3 {
 		res, err := r.Reconcile(context.Background(), req)
 		if err != nil || len(f.calls) > 0 {
-			t.Fatalf("with a job running: %v, BMC calls %v", err, f.calls)
+			t.Fatalf("round %d, with a job running: %v, BMC calls %v", i, err, f.calls)
 		}
 		if res.RequeueAfter != time.Minute {
-			t.Errorf("requeue %s, want the check interval (the job's end wakes the host)", res.RequeueAfter)
+			t.Errorf("round %d: requeue %s, want the check interval (the job's end wakes the host)", i, res.RequeueAfter)
 		}
 	}
 	now := metav1.NowMicro()
 	j.Status.CompletionTime = &now
-	if err := c.Update(context.Background(), j); err != nil {
+	if err := jobs.Update(context.Background(), j); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Reconcile(context.Background(), req); err != nil || len(f.calls) == 0 {
-		t.Fatalf("after the job: %v, BMC calls %v; want provisioning to go on", err, f.calls)
+	// The host goes on (claimed and released at once, it writes Deprovisioning first).
+	for range 2 {
+		if _, err := r.Reconcile(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(f.calls) == 0 {
+		t.Fatal("after the job: no BMC calls; want the host to go on")
+	}
+}
+
+// A job that goes back to waiting without finishing (its start confirmed against a release made
+// meanwhile) wakes its host at once, as one that finishes does: the host waits for no running job.
+func TestAJobThatStopsRunningWakesItsHost(t *testing.T) {
+	started := metav1.NowMicro()
+	waiting := infrav1.RedfishJob{}
+	running := infrav1.RedfishJob{Status: infrav1.RedfishJobStatus{StartTime: &started}}
+	finished := *running.DeepCopy()
+	finished.Status.CompletionTime = &started
+	for _, c := range []struct {
+		name          string
+		before, after infrav1.RedfishJob
+		want          bool
+	}{
+		{"started", waiting, running, false},
+		{"finished", running, finished, true},
+		{"back to waiting", running, waiting, true},
+		{"still running", running, running, false},
+	} {
+		if got := jobChanges.Update(event.UpdateEvent{ObjectOld: &c.before, ObjectNew: &c.after}); got != c.want {
+			t.Errorf("%s: wakes the host %t, want %t", c.name, got, c.want)
+		}
 	}
 }
 

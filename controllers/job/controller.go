@@ -37,7 +37,7 @@ import (
 
 // HostField is the field selector the API server offers on RedfishJobs (a selectable field of the
 // CRD): the jobs of one host are listed without the namespace's others.
-const HostField = "spec.hostName"
+const HostField = host.JobHostField
 
 // Defaults of the API.
 const (
@@ -237,9 +237,10 @@ func (r *Reconciler) hostUsable(ctx context.Context, j *infrav1.RedfishJob, h *i
 		r.waiting(j, infrav1.JobWaitingForHostReason, "Host %s is %s: a job starts on an Available host (or a Provisioned one in maintenance)", h.Name, stateName(h))
 		return false, ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	}
-	if c := h.Status.Claim; h.Status.State == infrav1.HostStateProvisioned && (c == nil || c.Release) {
+	if c := h.Status.Claim; (c != nil && c.Release) || (h.Status.State == infrav1.HostStateProvisioned && c == nil) {
 		// Being released: the host controller powers it off and starts its erase in the round
-		// that reads the release, before it writes the state.
+		// that reads the release, before it writes the state (an Available host too, claimed and
+		// released before its controller saw the claim).
 		r.waiting(j, infrav1.JobWaitingForHostReason, "Host %s is being released: a job starts on an Available host (or a Provisioned one in maintenance)", h.Name)
 		return false, ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	}

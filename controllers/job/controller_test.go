@@ -131,12 +131,20 @@ func TestAJobOnAClaimedHostFailsUnlessTheHostIsInMaintenance(t *testing.T) {
 // host controller powers it off and starts its erase in the round that reads the release, and
 // a job confirmed from the API server in that moment would act on the BMC at the same time.
 func TestAJobWaitsForAHostBeingReleased(t *testing.T) {
-	for _, released := range []*infrav1.HostClaim{
-		{Consumer: infrav1.ObjectRef{Kind: "RedfishMachine", Namespace: "ns", Name: "m1"}, Release: true},
-		nil,
+	releasing := &infrav1.HostClaim{Consumer: infrav1.ObjectRef{Kind: "RedfishMachine", Namespace: "ns", Name: "m1"}, Release: true}
+	for _, tc := range []struct {
+		state    infrav1.HostState
+		released *infrav1.HostClaim
+	}{
+		{infrav1.HostStateProvisioned, releasing},
+		{infrav1.HostStateProvisioned, nil},
+		// Claimed and released before the host controller saw the claim: its next round powers
+		// the server off and erases it.
+		{infrav1.HostStateAvailable, releasing},
 	} {
+		released := tc.released
 		h := availableHost("h")
-		h.Status.State, h.Status.Claim = infrav1.HostStateProvisioned, released
+		h.Status.State, h.Status.Claim = tc.state, released
 		j := onJob("j", "h")
 		at := metav1.NowMicro()
 		j.Status.StartTime, j.Status.Tasks = &at, []infrav1.JobTaskStatus{{State: infrav1.JobTaskPending}}
@@ -144,7 +152,7 @@ func TestAJobWaitsForAHostBeingReleased(t *testing.T) {
 		got := reconcileJob(t, r, c, "j")
 		cond := conditions.Get(got, infrav1.JobRunningCondition)
 		if b.tried != 0 || got.Status.StartTime != nil || cond == nil || cond.Reason != infrav1.JobWaitingForHostReason {
-			t.Errorf("claim %+v: %d resets, start %v, %+v; want nothing sent, back to waiting for the host", released, b.tried, got.Status.StartTime, cond)
+			t.Errorf("%s, claim %+v: %d resets, start %v, %+v; want nothing sent, back to waiting for the host", tc.state, released, b.tried, got.Status.StartTime, cond)
 		}
 	}
 }
