@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -70,11 +71,21 @@ func (r *Reconciler) jobRunning(ctx context.Context, h *infrav1.RedfishHost) (bo
 // released and is about to act on the BMC for it. A job confirms its start by reading the host
 // from the API server after writing it: a job that saw neither the claim nor the release started
 // before that write, so the API server shows it running here, even when the cache does not yet.
+//
+// An API server that refuses the field selector (older than Kubernetes v1.31, or the
+// CustomResourceFieldSelectors feature off) lists the namespace's jobs instead: hosts must still
+// provision and release there.
 func (r *Reconciler) jobRunningNow(ctx context.Context, h *infrav1.RedfishHost) (bool, error) {
 	list := &infrav1.RedfishJobList{}
-	if err := r.APIReader.List(ctx, list, client.InNamespace(h.Namespace),
-		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector(JobHostField, h.Name)}); err != nil {
+	err := r.APIReader.List(ctx, list, client.InNamespace(h.Namespace),
+		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector(JobHostField, h.Name)})
+	if apierrors.IsBadRequest(err) {
+		err = r.APIReader.List(ctx, list, client.InNamespace(h.Namespace))
+	}
+	if err != nil {
 		return false, fmt.Errorf("listing the host's RedfishJobs: %w", err)
 	}
-	return JobRunning(list.Items), nil
+	return slices.ContainsFunc(list.Items, func(j infrav1.RedfishJob) bool {
+		return j.Spec.HostName == h.Name && JobRunning([]infrav1.RedfishJob{j})
+	}), nil
 }

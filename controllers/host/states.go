@@ -189,7 +189,7 @@ func (r *Reconciler) available(ctx context.Context, s *scope) (ctrl.Result, erro
 		// RedfishJob uses the BMC: the host stays Available until the job ends, which wakes it.
 		// The API server says so, every round: a job that started just before the claim may not
 		// be in the cache yet (its start, confirmed against the host, did not see the claim).
-		if !c.Provisioned {
+		if !c.Provisioned || c.Release {
 			if running, err := r.jobRunningNow(ctx, h); err != nil || running {
 				return ctrl.Result{RequeueAfter: r.CheckInterval}, err
 			}
@@ -198,8 +198,8 @@ func (r *Reconciler) available(ctx context.Context, s *scope) (ctrl.Result, erro
 		case c.Release:
 			h.Status.State = infrav1.HostStateDeprovisioning
 		case c.Provisioned:
-			// A claim restored by its machine (the host lost its status): it already runs
-			// that machine, so it must not boot again.
+			// A provisioned claim on an Available host (its status was lost and the claim
+			// written back): it already runs that machine, so it must not boot again.
 			h.Status.State = infrav1.HostStateProvisioned
 		default:
 			h.Status.State = infrav1.HostStateProvisioning

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -704,51 +705,67 @@ func TestAHostWaitsForARunningJob(t *testing.T) {
 		name        string
 		host        func(*infrav1.RedfishHost)
 		cacheBehind bool // the job is on the API server, not yet in the manager's cache
+		noSelector  bool // the API server refuses field selectors on custom resources
 	}{
-		{"provisioning", claimOf(infrav1.HostStateProvisioning), false},
+		{"provisioning", claimOf(infrav1.HostStateProvisioning), false, false},
 		// Claimed while Available too: provisioning starts in the round that sees the claim.
-		{"claimed while Available", claimOf(infrav1.HostStateAvailable), false},
-		{"released", released, false},
+		{"claimed while Available", claimOf(infrav1.HostStateAvailable), false, false},
+		{"released", released, false, false},
 		// A round that sees a claim made or released reads the jobs from the API server: a job
 		// started just before the claim or the release (it confirmed its start against the host
 		// without them) may not be in the cache yet; here the cache never catches up.
-		{"claimed while Available, the job not yet in the cache", claimOf(infrav1.HostStateAvailable), true},
+		{"claimed while Available, the job not yet in the cache", claimOf(infrav1.HostStateAvailable), true, false},
 		{"claimed and released while Available, the job not yet in the cache",
-			claimOf(infrav1.HostStateAvailable, func(c *infrav1.HostClaim) { c.Release = true }), true},
-		{"released, the job not yet in the cache", released, true},
+			claimOf(infrav1.HostStateAvailable, func(c *infrav1.HostClaim) { c.Release = true }), true, false},
+		{"a provisioned claim written back and released while Available, the job not yet in the cache",
+			claimOf(infrav1.HostStateAvailable, func(c *infrav1.HostClaim) { c.Provisioned, c.Release = true, true }), true, false},
+		{"released, the job not yet in the cache", released, true, false},
+		{"released, the job not yet in the cache, an API server without field selectors", released, true, true},
 	} {
-		t.Run(tc.name, func(t *testing.T) { hostWaitsForARunningJob(t, tc.host, tc.cacheBehind) })
+		t.Run(tc.name, func(t *testing.T) { hostWaitsForARunningJob(t, tc.host, tc.cacheBehind, tc.noSelector) })
 	}
 }
 
 // jobsAhead reads RedfishJobs from jobs, the rest from Reader: an API server whose jobs the cache
-// has not seen yet.
+// has not seen yet. With noSelector, it refuses a list by field selector as an API server older
+// than Kubernetes v1.31 does.
 type jobsAhead struct {
 	client.Reader
-	jobs client.Reader
+	jobs       client.Reader
+	noSelector bool
 }
 
 func (a jobsAhead) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	if _, ok := list.(*infrav1.RedfishJobList); ok {
+		if o := (&client.ListOptions{}).ApplyOptions(opts); a.noSelector && o.FieldSelector != nil && !o.FieldSelector.Empty() {
+			return apierrors.NewBadRequest("field label not supported: spec.hostName")
+		}
 		return a.jobs.List(ctx, list, opts...)
 	}
 	return a.Reader.List(ctx, list, opts...)
 }
 
-func hostWaitsForARunningJob(t *testing.T, claimed func(*infrav1.RedfishHost), cacheBehind bool) {
+func hostWaitsForARunningJob(t *testing.T, claimed func(*infrav1.RedfishHost), cacheBehind, noSelector bool) {
 	h := &infrav1.RedfishHost{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", Finalizers: []string{Finalizer}},
 		Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
 	}
 	claimed(h)
 	h.Status.RegisteredAddress = h.Spec.BMC.Address
+	state := h.Status.State
 	c := newFakeClient(t, h, nil)
 	var api client.Reader = c
 	jobs := c
 	if cacheBehind {
 		jobs = fake.NewClientBuilder().WithScheme(c.Scheme()).
 			WithIndex(&infrav1.RedfishJob{}, JobHostIndex, IndexJobHost).WithIndex(&infrav1.RedfishJob{}, JobHostField, IndexJobHost).Build()
-		api = jobsAhead{Reader: c, jobs: jobs}
+		api = jobsAhead{Reader: c, jobs: jobs, noSelector: noSelector}
+	}
+	// Another host's job runs throughout: it holds nothing here.
+	other := metav1.NowMicro()
+	if err := jobs.Create(context.Background(), &infrav1.RedfishJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "other"},
+		Spec: infrav1.RedfishJobSpec{HostName: "h2"}, Status: infrav1.RedfishJobStatus{StartTime: &other}}); err != nil {
+		t.Fatal(err)
 	}
 	started := metav1.NowMicro()
 	j := &infrav1.RedfishJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cycle"}, Spec: infrav1.RedfishJobSpec{HostName: "h1"},
@@ -769,6 +786,13 @@ func hostWaitsForARunningJob(t *testing.T, claimed func(*infrav1.RedfishHost), c
 		if res.RequeueAfter != time.Minute {
 			t.Errorf("round %d: requeue %s, want the check interval (the job's end wakes the host)", i, res.RequeueAfter)
 		}
+	}
+	waiting := &infrav1.RedfishHost{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(h), waiting); err != nil {
+		t.Fatal(err)
+	}
+	if waiting.Status.State != state {
+		t.Errorf("state %s while the job runs, want %s (the host acts on its claim once the job ends)", waiting.Status.State, state)
 	}
 	now := metav1.NowMicro()
 	j.Status.CompletionTime = &now
