@@ -64,7 +64,37 @@ func (r *Reconciler) jobRunning(ctx context.Context, h *infrav1.RedfishHost) (bo
 	if err != nil {
 		return false, err
 	}
-	return JobRunning(jobs), nil
+	return r.heldBy(h, jobs), nil
+}
+
+// heldBy says whether one of the jobs of h runs now, and names it in an event on the host (reason
+// WaitingForJob, with what waits): the host's status does not change while a job holds it.
+func (r *Reconciler) heldBy(h *infrav1.RedfishHost, jobs []infrav1.RedfishJob) bool {
+	for _, j := range jobs {
+		if j.Spec.HostName == h.Name && JobRunning([]infrav1.RedfishJob{j}) {
+			r.event(h, WaitingForJobReason, "Wait", "RedfishJob %s runs on this host: the %s waits for its end", j.Name, waitingFor(h))
+			return true
+		}
+	}
+	return false
+}
+
+// WaitingForJobReason is the reason of the event a host records while a RedfishJob holds it.
+const WaitingForJobReason = "WaitingForJob"
+
+// waitingFor says what of the host a running job holds.
+func waitingFor(h *infrav1.RedfishHost) string {
+	c := h.Status.Claim
+	switch {
+	case c != nil && c.Release:
+		return "release of the claim of " + c.Consumer.Kind + " " + c.Consumer.Name
+	case c == nil:
+		return "release of its last claim"
+	case !c.Provisioned && (stateOf(h) == infrav1.HostStateAvailable || stateOf(h) == infrav1.HostStateProvisioning):
+		return "provisioning for " + c.Consumer.Kind + " " + c.Consumer.Name
+	default:
+		return "power of " + c.Consumer.Kind + " " + c.Consumer.Name
+	}
 }
 
 // jobRunningNow is jobRunning read from the API server, for the round that sees a claim made or
@@ -85,7 +115,5 @@ func (r *Reconciler) jobRunningNow(ctx context.Context, h *infrav1.RedfishHost) 
 	if err != nil {
 		return false, fmt.Errorf("listing the host's RedfishJobs: %w", err)
 	}
-	return slices.ContainsFunc(list.Items, func(j infrav1.RedfishJob) bool {
-		return j.Spec.HostName == h.Name && JobRunning([]infrav1.RedfishJob{j})
-	}), nil
+	return r.heldBy(h, list.Items), nil
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -774,7 +775,8 @@ func hostWaitsForARunningJob(t *testing.T, claimed func(*infrav1.RedfishHost), c
 		t.Fatal(err)
 	}
 	f := fakeBMC{power: bmc.PowerOn}
-	r := &Reconciler{Client: c, APIReader: api, BMCs: fakeBMCs{bmc: &f}, SeedBaseURL: "http://seed.example",
+	rec := events.NewFakeRecorder(100)
+	r := &Reconciler{Client: c, APIReader: api, BMCs: fakeBMCs{bmc: &f}, SeedBaseURL: "http://seed.example", Recorder: rec,
 		PollInterval: time.Second, RetryInterval: time.Second, CheckInterval: time.Minute, OrphanGracePeriod: 2 * time.Minute, RestoreGracePeriod: 2 * time.Minute}
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
 	// The first reconcile of a host records that it is not paused (and goes on).
@@ -793,6 +795,16 @@ func hostWaitsForARunningJob(t *testing.T, claimed func(*infrav1.RedfishHost), c
 	}
 	if waiting.Status.State != state {
 		t.Errorf("state %s while the job runs, want %s (the host acts on its claim once the job ends)", waiting.Status.State, state)
+	}
+	// What the host waits for is in its events, its status unchanged.
+	var said []string
+	for len(rec.Events) > 0 {
+		said = append(said, <-rec.Events)
+	}
+	if !slices.ContainsFunc(said, func(e string) bool {
+		return strings.Contains(e, WaitingForJobReason+" RedfishJob cycle runs on this host: the ") && strings.Contains(e, "RedfishMachine m1 waits for its end")
+	}) {
+		t.Errorf("no event names the job the host waits for: %q", said)
 	}
 	now := metav1.NowMicro()
 	j.Status.CompletionTime = &now
