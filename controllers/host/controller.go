@@ -297,7 +297,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if st := stateOf(host); st != infrav1.HostStateAvailable && st != infrav1.HostStateRegistering && st != infrav1.HostStateError && st != infrav1.HostStateInspecting {
 		// A RedfishJob is using the BMC (one started on this host before a claim, or in a
 		// maintenance): the host's own BMC actions wait for its end, which wakes the host.
-		if running, err := r.jobRunning(ctx, host); err != nil || running {
+		if running, err := r.jobRunning(ctx, host, stateWork(host)); err != nil || running {
 			return ctrl.Result{RequeueAfter: r.CheckInterval}, err
 		}
 	}

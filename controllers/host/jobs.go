@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,21 +60,25 @@ var jobChanges = predicate.Funcs{
 const JobHostField = "spec.hostName"
 
 // jobRunning says whether a RedfishJob runs on the host: the host controller then leaves its power
-// alone (the job's end wakes the host, which then restores the power it wants).
-func (r *Reconciler) jobRunning(ctx context.Context, h *infrav1.RedfishHost) (bool, error) {
+// alone (the job's end wakes the host, which then restores the power it wants). what names the
+// work the job holds, for the event that says so.
+func (r *Reconciler) jobRunning(ctx context.Context, h *infrav1.RedfishHost, what string) (bool, error) {
 	jobs, err := JobsOnHost(ctx, r.Client, h.Namespace, h.Name)
 	if err != nil {
 		return false, err
 	}
-	return r.heldBy(h, jobs), nil
+	return r.heldBy(h, jobs, what), nil
 }
 
 // heldBy says whether one of the jobs of h runs now, and names it in an event on the host (reason
-// WaitingForJob, with what waits): the host's status does not change while a job holds it.
-func (r *Reconciler) heldBy(h *infrav1.RedfishHost, jobs []infrav1.RedfishJob) bool {
-	for _, j := range jobs {
-		if j.Spec.HostName == h.Name && JobRunning([]infrav1.RedfishJob{j}) {
-			r.event(h, WaitingForJobReason, "Wait", "RedfishJob %s runs on this host: the %s waits for its end", j.Name, waitingFor(h))
+// WaitingForJob, the job as related object, what waits): the host's status does not change while
+// a job holds it.
+func (r *Reconciler) heldBy(h *infrav1.RedfishHost, jobs []infrav1.RedfishJob, what string) bool {
+	for i := range jobs {
+		if j := &jobs[i]; j.Spec.HostName == h.Name && JobRunning(jobs[i:i+1]) {
+			if r.Recorder != nil {
+				r.Recorder.Eventf(h, j, corev1.EventTypeNormal, WaitingForJobReason, "Wait", "RedfishJob %s runs on this host: its %s waits for the job's end", j.Name, what)
+			}
 			return true
 		}
 	}
@@ -82,18 +88,27 @@ func (r *Reconciler) heldBy(h *infrav1.RedfishHost, jobs []infrav1.RedfishJob) b
 // WaitingForJobReason is the reason of the event a host records while a RedfishJob holds it.
 const WaitingForJobReason = "WaitingForJob"
 
-// waitingFor says what of the host a running job holds.
-func waitingFor(h *infrav1.RedfishHost) string {
-	c := h.Status.Claim
+// claimWork names what a claim asks of the host: its provisioning, or its release.
+func claimWork(c *infrav1.HostClaim) string {
 	switch {
-	case c != nil && c.Release:
-		return "release of the claim of " + c.Consumer.Kind + " " + c.Consumer.Name
 	case c == nil:
-		return "release of its last claim"
-	case !c.Provisioned && (stateOf(h) == infrav1.HostStateAvailable || stateOf(h) == infrav1.HostStateProvisioning):
-		return "provisioning for " + c.Consumer.Kind + " " + c.Consumer.Name
+		return "release"
+	case c.Release:
+		return "release for " + c.Consumer.Kind + " " + c.Consumer.Name
 	default:
-		return "power of " + c.Consumer.Kind + " " + c.Consumer.Name
+		return "provisioning for " + c.Consumer.Kind + " " + c.Consumer.Name
+	}
+}
+
+// stateWork names what a host in a state other than Available does on its BMC.
+func stateWork(h *infrav1.RedfishHost) string {
+	switch c := h.Status.Claim; {
+	case stateOf(h) == infrav1.HostStateProvisioned && c != nil && !c.Release:
+		return "power for " + c.Consumer.Kind + " " + c.Consumer.Name
+	case stateOf(h) == infrav1.HostStateProvisioning, stateOf(h) == infrav1.HostStateProvisioned:
+		return claimWork(c)
+	default:
+		return strings.ToLower(string(stateOf(h)))
 	}
 }
 
@@ -105,7 +120,7 @@ func waitingFor(h *infrav1.RedfishHost) string {
 // An API server that refuses the field selector (older than Kubernetes v1.31, or the
 // CustomResourceFieldSelectors feature off) lists the namespace's jobs instead: hosts must still
 // provision and release there.
-func (r *Reconciler) jobRunningNow(ctx context.Context, h *infrav1.RedfishHost) (bool, error) {
+func (r *Reconciler) jobRunningNow(ctx context.Context, h *infrav1.RedfishHost, what string) (bool, error) {
 	list := &infrav1.RedfishJobList{}
 	err := r.APIReader.List(ctx, list, client.InNamespace(h.Namespace),
 		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector(JobHostField, h.Name)})
@@ -115,5 +130,5 @@ func (r *Reconciler) jobRunningNow(ctx context.Context, h *infrav1.RedfishHost) 
 	if err != nil {
 		return false, fmt.Errorf("listing the host's RedfishJobs: %w", err)
 	}
-	return r.heldBy(h, list.Items), nil
+	return r.heldBy(h, list.Items, what), nil
 }

@@ -190,7 +190,7 @@ func (r *Reconciler) available(ctx context.Context, s *scope) (ctrl.Result, erro
 		// The API server says so, every round: a job that started just before the claim may not
 		// be in the cache yet (its start, confirmed against the host, did not see the claim).
 		if !c.Provisioned || c.Release {
-			if running, err := r.jobRunningNow(ctx, h); err != nil || running {
+			if running, err := r.jobRunningNow(ctx, h, claimWork(c)); err != nil || running {
 				return ctrl.Result{RequeueAfter: r.CheckInterval}, err
 			}
 		}
@@ -271,11 +271,13 @@ func (r *Reconciler) keepPower(ctx context.Context, s *scope, want *bool) error 
 	if want == nil {
 		return nil
 	}
-	if running, err := r.jobRunning(ctx, s.host); err != nil || running {
-		return err
-	}
+	// A RedfishJob using the BMC holds the power action, if one is due.
+	held := func(what string) (bool, error) { return r.jobRunning(ctx, s.host, what) }
 	switch {
 	case *want && ps == bmc.PowerOff:
+		if running, err := held("power-on"); err != nil || running {
+			return err
+		}
 		r.event(h, "PowerOn", "Power", "powering on")
 		return ignoreConflict(r.reset(ctx, s, bmc.ResetOn))
 	case !*want && ps == bmc.PowerOn:
@@ -284,6 +286,9 @@ func (r *Reconciler) keepPower(ctx context.Context, s *scope, want *bool) error 
 			if rr.Mode == infrav1.RebootModeHard {
 				t = bmc.ResetForceOff
 			}
+		}
+		if running, err := held("power-off"); err != nil || running {
+			return err
 		}
 		r.event(h, "PowerOff", "Power", "powering off (%s)", t)
 		return ignoreConflict(r.reset(ctx, s, t))
@@ -446,7 +451,7 @@ func (r *Reconciler) provisioned(ctx context.Context, s *scope) (ctrl.Result, er
 		// The power-off follows in this round: the state is written with the round's status;
 		// unless a RedfishJob uses the BMC (one in a maintenance), read from the API server: a
 		// job started just before the release may not be in the cache yet. Its end wakes the host.
-		if running, err := r.jobRunningNow(ctx, h); err != nil || running {
+		if running, err := r.jobRunningNow(ctx, h, claimWork(c)); err != nil || running {
 			return ctrl.Result{RequeueAfter: r.CheckInterval}, err
 		}
 		h.Status.State = infrav1.HostStateDeprovisioning

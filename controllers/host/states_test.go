@@ -702,28 +702,32 @@ func TestAMissingRequestorsGraceEndWakesTheHost(t *testing.T) {
 // start provisioning (no power-off, no boot) until the job has finished.
 func TestAHostWaitsForARunningJob(t *testing.T) {
 	released := claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Release = true })
+	off := func(h *infrav1.RedfishHost) { h.Status.State, h.Spec.Online = infrav1.HostStateAvailable, new(bool) }
+	const forM1 = " for RedfishMachine m1"
 	for _, tc := range []struct {
 		name        string
 		host        func(*infrav1.RedfishHost)
-		cacheBehind bool // the job is on the API server, not yet in the manager's cache
-		noSelector  bool // the API server refuses field selectors on custom resources
+		cacheBehind bool   // the job is on the API server, not yet in the manager's cache
+		noSelector  bool   // the API server refuses field selectors on custom resources
+		waits       string // what the host's event says waits for the job
 	}{
-		{"provisioning", claimOf(infrav1.HostStateProvisioning), false, false},
+		{"provisioning", claimOf(infrav1.HostStateProvisioning), false, false, "provisioning" + forM1},
 		// Claimed while Available too: provisioning starts in the round that sees the claim.
-		{"claimed while Available", claimOf(infrav1.HostStateAvailable), false, false},
-		{"released", released, false, false},
+		{"claimed while Available", claimOf(infrav1.HostStateAvailable), false, false, "provisioning" + forM1},
+		{"released", released, false, false, "release" + forM1},
+		{"unclaimed, to be powered off (spec.online false)", off, false, false, "power-off"},
 		// A round that sees a claim made or released reads the jobs from the API server: a job
 		// started just before the claim or the release (it confirmed its start against the host
 		// without them) may not be in the cache yet; here the cache never catches up.
-		{"claimed while Available, the job not yet in the cache", claimOf(infrav1.HostStateAvailable), true, false},
+		{"claimed while Available, the job not yet in the cache", claimOf(infrav1.HostStateAvailable), true, false, "provisioning" + forM1},
 		{"claimed and released while Available, the job not yet in the cache",
-			claimOf(infrav1.HostStateAvailable, func(c *infrav1.HostClaim) { c.Release = true }), true, false},
+			claimOf(infrav1.HostStateAvailable, func(c *infrav1.HostClaim) { c.Release = true }), true, false, "release" + forM1},
 		{"a provisioned claim written back and released while Available, the job not yet in the cache",
-			claimOf(infrav1.HostStateAvailable, func(c *infrav1.HostClaim) { c.Provisioned, c.Release = true, true }), true, false},
-		{"released, the job not yet in the cache", released, true, false},
-		{"released, the job not yet in the cache, an API server without field selectors", released, true, true},
+			claimOf(infrav1.HostStateAvailable, func(c *infrav1.HostClaim) { c.Provisioned, c.Release = true, true }), true, false, "release" + forM1},
+		{"released, the job not yet in the cache", released, true, false, "release" + forM1},
+		{"released, the job not yet in the cache, an API server without field selectors", released, true, true, "release" + forM1},
 	} {
-		t.Run(tc.name, func(t *testing.T) { hostWaitsForARunningJob(t, tc.host, tc.cacheBehind, tc.noSelector) })
+		t.Run(tc.name, func(t *testing.T) { hostWaitsForARunningJob(t, tc.host, tc.cacheBehind, tc.noSelector, tc.waits) })
 	}
 }
 
@@ -746,7 +750,7 @@ func (a jobsAhead) List(ctx context.Context, list client.ObjectList, opts ...cli
 	return a.Reader.List(ctx, list, opts...)
 }
 
-func hostWaitsForARunningJob(t *testing.T, claimed func(*infrav1.RedfishHost), cacheBehind, noSelector bool) {
+func hostWaitsForARunningJob(t *testing.T, claimed func(*infrav1.RedfishHost), cacheBehind, noSelector bool, waits string) {
 	h := &infrav1.RedfishHost{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", Finalizers: []string{Finalizer}},
 		Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
@@ -801,10 +805,18 @@ func hostWaitsForARunningJob(t *testing.T, claimed func(*infrav1.RedfishHost), c
 	for len(rec.Events) > 0 {
 		said = append(said, <-rec.Events)
 	}
-	if !slices.ContainsFunc(said, func(e string) bool {
-		return strings.Contains(e, WaitingForJobReason+" RedfishJob cycle runs on this host: the ") && strings.Contains(e, "RedfishMachine m1 waits for its end")
-	}) {
-		t.Errorf("no event names the job the host waits for: %q", said)
+	want := "Normal " + WaitingForJobReason + " RedfishJob cycle runs on this host: its " + waits + " waits for the job's end"
+	var held int
+	for _, e := range said {
+		switch {
+		case e == want:
+			held++
+		case strings.Contains(e, WaitingForJobReason):
+			t.Errorf("event %q, want %q", e, want)
+		}
+	}
+	if held == 0 || held > 3 {
+		t.Errorf("%d events name the job in 3 rounds, want one a round: %q", held, said)
 	}
 	now := metav1.NowMicro()
 	j.Status.CompletionTime = &now
