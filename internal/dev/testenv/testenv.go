@@ -229,8 +229,16 @@ func Start(ctx context.Context, opts Options) (_ *Environment, retErr error) {
 			e.cancel()
 		}
 	}()
-	if err := labelForClusterctl(ctx, e.Client); err != nil {
+	// Read straight from the API server: a manager that stopped on its own (a port taken between
+	// its pick and its bind, say) leaves a cache that never syncs a new kind, and a list through
+	// it would wait for good.
+	if err := labelForClusterctl(ctx, e.Manager.GetAPIReader(), e.Client); err != nil {
 		return nil, err
+	}
+	select {
+	case err := <-e.done:
+		return nil, fmt.Errorf("manager stopped while starting: %w", err)
+	default:
 	}
 	return e, nil
 }
@@ -450,9 +458,9 @@ func firstLine(g string) string {
 
 // labelForClusterctl labels the Cluster API and provider CRDs as `clusterctl init` does: clusterctl
 // move and describe find the kinds they work on by that label.
-func labelForClusterctl(ctx context.Context, c client.Client) error {
+func labelForClusterctl(ctx context.Context, r client.Reader, c client.Client) error {
 	crds := &apiextensionsv1.CustomResourceDefinitionList{}
-	if err := c.List(ctx, crds); err != nil {
+	if err := r.List(ctx, crds); err != nil {
 		return err
 	}
 	for i := range crds.Items {
