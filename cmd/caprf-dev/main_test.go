@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -46,25 +48,40 @@ func TestEveryWayTheDemoEndsStopsTheControlPlane(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cmd.Stderr = io.Discard
+			// Its stderr (where a manager that stopped on its own says why) is shown on failure.
+			stderr := &lockedBuffer{}
+			cmd.Stderr = stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			done := make(chan error, 1)
 			go func() { done <- cmd.Wait() }()
-			t.Cleanup(func() { _ = cmd.Process.Kill() })
+			t.Cleanup(func() {
+				_ = cmd.Process.Kill()
+				if t.Failed() {
+					t.Logf("the demo's stderr:\n%s", stderr.String())
+				}
+			})
 
 			// Wait until the control plane is up, then end the demo the way the case says.
-			lines := bufio.NewScanner(stdout)
-			up := false
-			for lines.Scan() {
-				if strings.Contains(lines.Text(), "control plane up") {
-					up = true
-					break
+			upc := make(chan bool, 1)
+			go func() {
+				lines := bufio.NewScanner(stdout)
+				for lines.Scan() {
+					if strings.Contains(lines.Text(), "control plane up") {
+						upc <- true
+						return
+					}
 				}
-			}
-			if !up {
-				t.Fatalf("the demo never said the control plane is up: %v", <-done)
+				upc <- false
+			}()
+			select {
+			case up := <-upc:
+				if !up {
+					t.Fatalf("the demo never said the control plane is up: %v", <-done)
+				}
+			case <-time.After(5 * time.Minute):
+				t.Fatal("the demo did not say the control plane is up within 5 minutes")
 			}
 			server := apiServer(t, dir)
 			children := controlPlaneProcesses(t, server)
@@ -102,6 +119,24 @@ func TestEveryWayTheDemoEndsStopsTheControlPlane(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lockedBuffer collects a process's output for a test to read while it runs.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // apiServer returns host:port of the API server the demo's kubeconfig names.
