@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -12,12 +11,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/caprf/cluster-api-provider-redfish/internal/dev/testenv"
 )
 
 // Every way `make dev` can end must stop kube-apiserver, etcd and kube-controller-manager: the
@@ -49,7 +49,7 @@ func TestEveryWayTheDemoEndsStopsTheControlPlane(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Its stderr (where a manager that stopped on its own says why) is shown on failure.
-			stderr := &lockedBuffer{}
+			stderr := &testenv.Output{}
 			cmd.Stderr = stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -119,24 +119,6 @@ func TestEveryWayTheDemoEndsStopsTheControlPlane(t *testing.T) {
 			}
 		})
 	}
-}
-
-// lockedBuffer collects a process's output for a test to read while it runs.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // apiServer returns host:port of the API server the demo's kubeconfig names.

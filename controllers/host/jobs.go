@@ -38,8 +38,11 @@ func JobsOnHost(ctx context.Context, reader client.Reader, namespace, hostName s
 
 // JobRunning says whether one of the jobs runs now (started, not finished).
 func JobRunning(jobs []infrav1.RedfishJob) bool {
-	return slices.ContainsFunc(jobs, func(j infrav1.RedfishJob) bool { return j.Status.StartTime != nil && !j.Finished() })
+	return slices.ContainsFunc(jobs, func(j infrav1.RedfishJob) bool { return runs(&j) })
 }
+
+// runs says whether the job runs now: started, not finished.
+func runs(j *infrav1.RedfishJob) bool { return j.Status.StartTime != nil && !j.Finished() }
 
 // jobChanges are the RedfishJob events that wake the job's host: a job that ends, goes, or goes
 // back to waiting without finishing (its start confirmed against a release made meanwhile). A
@@ -49,8 +52,7 @@ var jobChanges = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		before, ok1 := e.ObjectOld.(*infrav1.RedfishJob)
 		after, ok2 := e.ObjectNew.(*infrav1.RedfishJob)
-		return !ok1 || !ok2 || before.Finished() != after.Finished() ||
-			(JobRunning([]infrav1.RedfishJob{*before}) && !JobRunning([]infrav1.RedfishJob{*after}))
+		return !ok1 || !ok2 || before.Finished() != after.Finished() || (runs(before) && !runs(after))
 	},
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }
@@ -75,7 +77,7 @@ func (r *Reconciler) jobRunning(ctx context.Context, h *infrav1.RedfishHost, wha
 // a job holds it.
 func (r *Reconciler) heldBy(h *infrav1.RedfishHost, jobs []infrav1.RedfishJob, what string) bool {
 	for i := range jobs {
-		if j := &jobs[i]; j.Spec.HostName == h.Name && JobRunning(jobs[i:i+1]) {
+		if j := &jobs[i]; j.Spec.HostName == h.Name && runs(j) {
 			if r.Recorder != nil {
 				r.Recorder.Eventf(h, j, corev1.EventTypeNormal, WaitingForJobReason, "Wait", "RedfishJob %s runs on this host: its %s waits for the job's end", j.Name, what)
 			}

@@ -301,9 +301,9 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 // startManager runs the manager binary with args as the manager's ServiceAccount and stops it with
 // SIGTERM when the test ends (or when stop is called), as the kubelet stops a pod; it must exit
 // cleanly.
-func startManager(t *testing.T, bin string, args []string, kubeconfig string) (*syncBuffer, func() error) {
+func startManager(t *testing.T, bin string, args []string, kubeconfig string) (*testenv.Output, func() error) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testenv.Output{}
 	cmd := exec.Command(bin, args...) //nolint:gosec,noctx // stopped with SIGTERM below.
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -477,21 +477,4 @@ func freePort(t *testing.T) int {
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

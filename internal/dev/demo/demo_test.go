@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -31,28 +30,6 @@ import (
 	"github.com/caprf/cluster-api-provider-redfish/internal/dev/testenv"
 	"github.com/caprf/cluster-api-provider-redfish/simulator"
 )
-
-// syncBuffer collects the demo's output; onLine sees every write.
-type syncBuffer struct {
-	mu     sync.Mutex
-	buf    bytes.Buffer
-	onLine func(string)
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.onLine != nil {
-		b.onLine(string(p))
-	}
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // apiServerGone fails the test when the API server the demo's kubeconfig names still accepts
 // connections.
@@ -116,7 +93,7 @@ func TestLifecycleRollsTheWorkersThenServersAddedWithRedfishSimServeAScaleUp(t *
 	defer cancel()
 	running := make(chan struct{})
 	var once sync.Once
-	out := &syncBuffer{onLine: func(line string) {
+	out := &testenv.Output{OnWrite: func(line string) {
 		if strings.Contains(line, "everything keeps running") {
 			once.Do(func() { close(running) })
 		}
@@ -174,7 +151,7 @@ func TestLifecycleRollsTheWorkersThenServersAddedWithRedfishSimServeAScaleUp(t *
 		kubeconfig := filepath.Join(dir, "kubeconfig")
 		simCtx, stopSim := context.WithCancel(ctx)
 		simErr := make(chan error, 1)
-		simOut := &syncBuffer{}
+		simOut := &testenv.Output{}
 		go func() {
 			simErr <- simcli.Run(simCtx, []string{"--kubeconfig", kubeconfig, "--servers", "2", "--power-latency", "300ms"}, simOut, simOut)
 		}()
@@ -292,7 +269,7 @@ func TestInterruptStopsEverythingMidScenario(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	out := &syncBuffer{onLine: func(line string) {
+	out := &testenv.Output{OnWrite: func(line string) {
 		if strings.Contains(line, "created Cluster") {
 			cancel() // what Ctrl-C does in cmd/caprf-dev
 		}
@@ -310,14 +287,14 @@ func TestInterruptStopsEverythingMidScenario(t *testing.T) {
 }
 
 func TestFleetTooSmallForTheRollingUpdateIsRefusedBeforeAnythingStarts(t *testing.T) {
-	err := Run(t.Context(), Options{Servers: 2, Workers: 2, Out: &syncBuffer{}})
+	err := Run(t.Context(), Options{Servers: 2, Workers: 2, Out: &testenv.Output{}})
 	if err == nil || !strings.Contains(err.Error(), "--servers 2 is too few: a control plane and 2 workers need 3") {
 		t.Fatalf("got %v", err)
 	}
 }
 
 func TestUnknownScenarioIsRefusedBeforeAnythingStarts(t *testing.T) {
-	err := Run(t.Context(), Options{Scenario: "nope", Out: &syncBuffer{}})
+	err := Run(t.Context(), Options{Scenario: "nope", Out: &testenv.Output{}})
 	if err == nil || !strings.Contains(err.Error(), `unknown scenario "nope"; known: lifecycle`) {
 		t.Fatalf("got %v", err)
 	}
@@ -330,7 +307,7 @@ func TestMaintenanceScenarioMaintainsEveryWorkerHostOneAtATime(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs envtest; skipped with -short")
 	}
-	out := &syncBuffer{}
+	out := &testenv.Output{}
 	if err := Run(t.Context(), Options{Scenario: "maintenance", Dir: t.TempDir(), Out: out}); err != nil {
 		t.Fatalf("maintenance scenario: %v\n%s", err, out)
 	}
