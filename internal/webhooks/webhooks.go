@@ -74,7 +74,20 @@ type Host struct {
 // ValidateCreate checks the BMC address; a missing credentials Secret is only a warning (GitOps
 // tools may apply the host before its Secret).
 func (v *Host) ValidateCreate(ctx context.Context, h *infrav1.RedfishHost) (admission.Warnings, error) {
-	return v.validate(ctx, h, true, true)
+	return v.validate(ctx, h, checks{duplicates: true, serviceBoot: true, credentials: true})
+}
+
+// checks are the parts of validate that an update only needs when what they check changed.
+type checks struct {
+	// duplicates: another host for the same BMC system or boot MAC (lists or reads hosts).
+	duplicates bool
+	// serviceBoot: the service boot's image and who may ask for it.
+	serviceBoot bool
+	// credentials: warn about a missing or incomplete credentials Secret (reads it from the API
+	// server). Not on the updates controllers make (a finalizer, a label, a reboot request):
+	// nobody reads their warnings, and at 1000 hosts those reads were a third of the Secret
+	// reads the API server served while a fleet registered.
+	credentials bool
 }
 
 // ValidateUpdate checks like ValidateCreate, and refuses to re-point a claimed host at another
@@ -100,7 +113,11 @@ func (v *Host) ValidateUpdate(ctx context.Context, old, h *infrav1.RedfishHost) 
 	}
 	// The service boot only when it changes: a host keeps accepting other updates (finalizers,
 	// reboot requests) whatever it was given before.
-	return v.validate(ctx, h, identityChanged, !reflect.DeepEqual(old.Spec.ServiceBoot, h.Spec.ServiceBoot))
+	return v.validate(ctx, h, checks{
+		duplicates:  identityChanged,
+		serviceBoot: !reflect.DeepEqual(old.Spec.ServiceBoot, h.Spec.ServiceBoot),
+		credentials: old.Spec.BMC.CredentialsName != h.Spec.BMC.CredentialsName,
+	})
 }
 
 // ValidateDelete allows every delete (a claimed host waits for its machine in its finalizer).
@@ -108,12 +125,12 @@ func (v *Host) ValidateDelete(context.Context, *infrav1.RedfishHost) (admission.
 	return nil, nil
 }
 
-func (v *Host) validate(ctx context.Context, h *infrav1.RedfishHost, checkDuplicates, checkServiceBoot bool) (admission.Warnings, error) {
+func (v *Host) validate(ctx context.Context, h *infrav1.RedfishHost, check checks) (admission.Warnings, error) {
 	var errs field.ErrorList
 	if _, err := bmc.ParseAddress(h.Spec.BMC.Address); err != nil {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "bmc", "address"), redactedAddress(h.Spec.BMC.Address), err.Error()))
 	}
-	if sb := h.Spec.ServiceBoot; sb != nil && checkServiceBoot {
+	if sb := h.Spec.ServiceBoot; sb != nil && check.serviceBoot {
 		path := field.NewPath("spec", "serviceBoot")
 		if u, err := url.Parse(sb.Image); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, field.Invalid(path.Child("image"), bmc.Redact(sb.Image), "must be an http or https URL the BMC can reach"))
@@ -125,7 +142,7 @@ func (v *Host) validate(ctx context.Context, h *infrav1.RedfishHost, checkDuplic
 			errs = append(errs, field.Forbidden(path, fmt.Sprintf("host is claimed by %s %s: a service boot would power it off without a drain; use a RedfishMaintenance with a bootImage task", c.Consumer.Kind, c.Consumer.Name)))
 		}
 	}
-	if len(errs) == 0 && checkDuplicates {
+	if len(errs) == 0 && check.duplicates {
 		dup, err := v.duplicates(ctx, h)
 		if err != nil {
 			return nil, apierrors.NewInternalError(fmt.Errorf("checking for another host with the same BMC system or boot MAC: %w", err))
@@ -135,14 +152,14 @@ func (v *Host) validate(ctx context.Context, h *infrav1.RedfishHost, checkDuplic
 	if len(errs) > 0 {
 		return nil, apierrors.NewInvalid(infrav1.GroupVersion.WithKind("RedfishHost").GroupKind(), h.Name, errs)
 	}
-	if checkDuplicates && v.Hosts != nil {
+	if check.duplicates && v.Hosts != nil {
 		v.recent.add(h, time.Now())
 	}
 	var warnings admission.Warnings
 	if addr, _ := bmc.ParseAddress(h.Spec.BMC.Address); h.Spec.BMC.AuthMethod == infrav1.BMCAuthBasic && strings.HasPrefix(addr.BaseURL, "http://") {
 		warnings = append(warnings, "spec.bmc.authMethod Basic over plain HTTP (redfish+http) sends the BMC password in clear with every request; use it only in a lab")
 	}
-	if v.Reader != nil {
+	if v.Reader != nil && check.credentials {
 		sec := &corev1.Secret{}
 		err := v.Reader.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: h.Spec.BMC.CredentialsName}, sec)
 		switch {

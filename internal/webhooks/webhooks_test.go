@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 )
@@ -228,10 +230,10 @@ func TestAnAdmittedHostIsRememberedFor30Seconds(t *testing.T) {
 	}
 }
 
-// countingReader is the API server: it counts the hosts listed and read.
+// countingReader is the API server: it counts the hosts listed and read, and the Secrets read.
 type countingReader struct {
 	client.Client
-	lists, gets int
+	lists, gets, secretGets int
 }
 
 func (c *countingReader) List(ctx context.Context, l client.ObjectList, opts ...client.ListOption) error {
@@ -242,8 +244,11 @@ func (c *countingReader) List(ctx context.Context, l client.ObjectList, opts ...
 }
 
 func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, o client.Object, opts ...client.GetOption) error {
-	if _, ok := o.(*infrav1.RedfishHost); ok {
+	switch o.(type) {
+	case *infrav1.RedfishHost:
 		c.gets++
+	case *corev1.Secret:
+		c.secretGets++
 	}
 	return c.Client.Get(ctx, key, o, opts...)
 }
@@ -273,7 +278,52 @@ func scheme(t *testing.T) *runtime.Scheme {
 	if err := infrav1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
+	if err := corev1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
 	return s
+}
+
+func TestOnlyANewHostOrNewCredentialsNameReadsTheCredentialsSecret(t *testing.T) {
+	registered := host("redfish://10.0.0.57/redfish/v1/Systems/1", nil)
+	registered.Spec.BootMACAddress = "52:54:00:00:07:01"
+	for _, tc := range []struct {
+		name   string
+		update func(h *infrav1.RedfishHost)
+		create bool
+		reads  int // Secret reads from the API server
+	}{
+		{name: "a new host", create: true, reads: 1},
+		{name: "a finalizer added", update: func(h *infrav1.RedfishHost) { h.Finalizers = append(h.Finalizers, "redfishhost.infrastructure.cluster.x-k8s.io") }},
+		{name: "a reboot request", update: func(h *infrav1.RedfishHost) {
+			h.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "remediation/workers-abc12"}}
+		}},
+		{name: "the credentials Secret renamed", update: func(h *infrav1.RedfishHost) { h.Spec.BMC.CredentialsName = "rack1-u07-bmc-2" }, reads: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			apiServer := apiServerWith(t) // no Secret: a read warns about it
+			v := &Host{Reader: apiServer, Hosts: indexedHosts(t)}
+			var warnings admission.Warnings
+			var err error
+			if tc.create {
+				warnings, err = v.ValidateCreate(t.Context(), registered.DeepCopy())
+			} else {
+				updated := registered.DeepCopy()
+				tc.update(updated)
+				warnings, err = v.ValidateUpdate(t.Context(), registered, updated)
+			}
+			if err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if apiServer.secretGets != tc.reads {
+				t.Errorf("%d Secret reads from the API server, want %d", apiServer.secretGets, tc.reads)
+			}
+			warned := len(warnings) > 0 && strings.Contains(strings.Join(warnings, " "), "does not exist yet")
+			if warned != (tc.reads > 0) {
+				t.Errorf("warnings %q, want the missing Secret warned about: %v", warnings, tc.reads > 0)
+			}
+		})
+	}
 }
 
 func TestBasicAuthOverPlainHTTPIsWarnedAbout(t *testing.T) {
