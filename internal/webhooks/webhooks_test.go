@@ -294,7 +294,9 @@ func TestOnlyANewHostOrNewCredentialsNameReadsTheCredentialsSecret(t *testing.T)
 		reads  int // Secret reads from the API server
 	}{
 		{name: "a new host", create: true, reads: 1},
-		{name: "a finalizer added", update: func(h *infrav1.RedfishHost) { h.Finalizers = append(h.Finalizers, "redfishhost.infrastructure.cluster.x-k8s.io") }},
+		{name: "a finalizer added", update: func(h *infrav1.RedfishHost) {
+			h.Finalizers = append(h.Finalizers, "redfishhost.infrastructure.cluster.x-k8s.io")
+		}},
 		{name: "a reboot request", update: func(h *infrav1.RedfishHost) {
 			h.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "remediation/workers-abc12"}}
 		}},
