@@ -147,7 +147,7 @@ type usage struct {
 	RSSBytes    float64
 	PeakRSS     float64 // VmHWM: the most resident memory so far
 	HeapInuse   float64
-	KubeByKind  map[string]float64 // "verb resource" → requests
+	KubeByKind  map[string]float64 // "verb resource" → requests ("verb resource (conflict)": those answered 409)
 	BMCRequests float64
 }
 
@@ -180,7 +180,11 @@ func (m *managerProc) sample() (usage, error) {
 			for _, l := range mt.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			s.KubeByKind[labels["verb"]+" "+labels["resource"]] += metricValue(mt)
+			key := labels["verb"] + " " + labels["resource"]
+			if labels["code"] == "409" {
+				key += " (conflict)" // a write refused as written against an older version: sent again
+			}
+			s.KubeByKind[key] += metricValue(mt)
 		}
 	}
 	if f := families["caprf_bmc_requests_total"]; f != nil {
