@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -19,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
@@ -178,7 +180,9 @@ func TestAMachineThatHoldsItsHostReadsOnlyThatHost(t *testing.T) {
 // newMachineWorld is a fake API server with a Cluster whose infrastructure is provisioned, its
 // Machine m1 with bootstrap data, that Machine's new RedfishMachine (no finalizer, no condition)
 // and an Available host h1.
-func newMachineWorld(t *testing.T) (client.Client, *infrav1.RedfishMachine, *infrav1.RedfishHost) {
+// newMachineWorld is a Cluster, a Machine, its new RedfishMachine (generation 1) and an Available
+// host; the API server's answers go through funcs, when given.
+func newMachineWorld(t *testing.T, funcs ...interceptor.Funcs) (client.Client, *infrav1.RedfishMachine, *infrav1.RedfishHost) {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, expv1.AddToScheme} {
@@ -190,15 +194,18 @@ func newMachineWorld(t *testing.T) (client.Client, *infrav1.RedfishMachine, *inf
 	cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
 	machine := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m1", UID: "m-uid", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}},
 		Spec: clusterv1.MachineSpec{ClusterName: "c1", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To("m1-bootstrap")}}}
-	rm := &infrav1.RedfishMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m1", UID: "rm-uid", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"},
+	rm := &infrav1.RedfishMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m1", UID: "rm-uid", Generation: 1, Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "m1", UID: "m-uid"}}},
 		Spec: infrav1.RedfishMachineSpec{Image: &infrav1.Image{URL: "http://images.example/os.iso"}}}
 	host := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1"}}
 	host.Status.State = infrav1.HostStateAvailable
 	bootstrap := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m1-bootstrap"}, Data: map[string][]byte{"value": []byte("#cloud-config")}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cluster, machine, rm, host, bootstrap).
-		WithStatusSubresource(&infrav1.RedfishHost{}, &infrav1.RedfishMachine{}).Build()
-	return c, rm, host
+	b := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cluster, machine, rm, host, bootstrap).
+		WithStatusSubresource(&infrav1.RedfishHost{}, &infrav1.RedfishMachine{})
+	for _, f := range funcs {
+		b = b.WithInterceptorFuncs(f)
+	}
+	return b.Build(), rm, host
 }
 
 // notConnected is a ClusterCache with no connection to any workload cluster.
@@ -280,6 +287,62 @@ func TestANewMachinesFirstWriteDoesNotConflictWithItsOwnFinalizer(t *testing.T) 
 	}
 	if c := conditions.Get(got, infrav1.HostClaimedCondition); c == nil || c.Status != metav1.ConditionTrue || got.Status.HostRef != "h1" {
 		t.Errorf("HostClaimed %v, hostRef %q; want the claim of h1 written in the first round", c, got.Status.HostRef)
+	}
+}
+
+// A new machine's first round sets its providerID (a spec change: the API server moves
+// metadata.generation on) and its conditions. The conditions carry the generation the spec write
+// makes, so the round after writes nothing: they had carried the one before, and the next round
+// wrote every condition again only to update that number.
+func TestTheRoundAfterTheClaimWritesNothingWhenNothingChanged(t *testing.T) {
+	writes := 0
+	api, rm, _ := newMachineWorld(t, interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			writes++
+			before, isMachine := obj.DeepCopyObject().(*infrav1.RedfishMachine)
+			if isMachine {
+				if err := c.Get(ctx, client.ObjectKeyFromObject(obj), before); err != nil {
+					return err
+				}
+			}
+			if err := c.Patch(ctx, obj, p, opts...); err != nil || !isMachine {
+				return err
+			}
+			// The API server's part: a spec change moves the generation on.
+			if after := obj.(*infrav1.RedfishMachine); !equality.Semantic.DeepEqual(before.Spec, after.Spec) {
+				after.Generation = before.Generation + 1
+				return c.Update(ctx, after)
+			}
+			return nil
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			writes++
+			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+		},
+	})
+	r := &Reconciler{Client: api, APIReader: api, ClusterCache: notConnected{}, PollInterval: 2 * time.Second}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rm)}
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	got := &infrav1.RedfishMachine{}
+	if err := api.Get(t.Context(), req.NamespacedName, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.ProviderID == "" || got.Generation < 2 {
+		t.Fatalf("after the first round: providerID %q, generation %d; want the providerID set and the generation moved on", got.Spec.ProviderID, got.Generation)
+	}
+	for _, c := range got.Status.Conditions {
+		if c.ObservedGeneration != got.Generation {
+			t.Errorf("condition %s observed generation %d, want %d (the machine's)", c.Type, c.ObservedGeneration, got.Generation)
+		}
+	}
+	writes = 0
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if writes != 0 {
+		t.Errorf("the round after the claim, with nothing changed, made %d writes; want none", writes)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -215,7 +216,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		conditions.Set(rm, *notPaused) // a new machine: with the round's write
 	}
 	s := &scope{rm: rm, machine: machine, cluster: cluster}
+	specRead := rm.Spec.DeepCopy()
 	defer func() {
+		if !equality.Semantic.DeepEqual(specRead, &rm.Spec) {
+			observeSpecWritten(rm)
+		}
 		if err := helper.Patch(ctx, rm, patch.WithOwnedConditions{Conditions: []string{
 			infrav1.ReadyCondition, infrav1.HostClaimedCondition, infrav1.PausedCondition,
 		}}); err != nil && (rm.DeletionTimestamp == nil || !allNotFound(err)) {
@@ -260,6 +265,20 @@ func setNotReady(rm *infrav1.RedfishMachine, reason, msg string) {
 }
 
 func klogRef(m *clusterv1.Machine) string { return m.Namespace + "/" + m.Name }
+
+// observeSpecWritten stamps the conditions this round computed against the generation its spec
+// change is about to make (the only spec this controller writes is the providerID, set in the
+// round that claims the host). The patch helper writes the conditions before the spec, so they
+// carried the generation before it, and the next round wrote every condition again for nothing but
+// that number: one status write and one reconcile of CAPI's Machine per machine. Should the spec
+// write fail, the next round stamps the generation it reads and writes the conditions then.
+func observeSpecWritten(rm *infrav1.RedfishMachine) {
+	for i := range rm.Status.Conditions {
+		if c := &rm.Status.Conditions[i]; c.ObservedGeneration == rm.Generation {
+			c.ObservedGeneration = rm.Generation + 1
+		}
+	}
+}
 
 // readsOwnWrite is the client the patch helper writes a round with. The helper reads the machine
 // again before it patches the conditions, with the resourceVersion read as a lock; right after
