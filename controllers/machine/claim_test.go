@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
 )
 
 // A Machine of the owner a Reuse maintenance gives its host back to waits for that host, even
@@ -344,6 +346,80 @@ func TestTheRoundAfterTheClaimWritesNothingWhenNothingChanged(t *testing.T) {
 	if writes != 0 {
 		t.Errorf("the round after the claim, with nothing changed, made %d writes; want none", writes)
 	}
+}
+
+// machineReads counts the RedfishMachines read through it (the API server's reads of them).
+type machineReads struct {
+	client.Reader
+	gets int
+}
+
+func (m *machineReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*infrav1.RedfishMachine); ok {
+		m.gets++
+	}
+	return m.Reader.Get(ctx, key, obj, opts...)
+}
+
+// A round that finds the cache behind the controller's own last write of the machine (woken by
+// its host a moment after that write) does nothing and comes back. It had computed the last
+// round's changes again, and its conditions patch, locked to the old version, conflicted and
+// slept 100-200 ms per try (here the cache never catches up: five tries, then an error). Once the
+// cache has the write, the round reads it there.
+func TestAMachineRoundOnACacheBehindItsOwnLastWriteWaitsForIt(t *testing.T) {
+	api, rm, _ := newMachineWorld(t)
+	cache := &struct{ client.Reader }{api}
+	reads := &machineReads{Reader: api}
+	r := &Reconciler{APIReader: reads, ClusterCache: notConnected{}, PollInterval: 2 * time.Second,
+		fresh: &fresh.Reads{Kind: infrav1.GroupVersion.WithKind("RedfishMachine")}}
+	r.Client = r.fresh.Client(cachedReads{Client: api, cache: cache})
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rm)}
+	if _, err := r.Reconcile(t.Context(), req); err != nil { // the finalizer, the claim of h1
+		t.Fatal(err)
+	}
+	written := &infrav1.RedfishMachine{}
+	if err := api.Get(t.Context(), req.NamespacedName, written); err != nil || written.Status.HostRef != "h1" {
+		t.Fatalf("first round: %v, hostRef %q; want h1 claimed", err, written.Status.HostRef)
+	}
+	// The cache has the finalizer, not yet the round's status writes.
+	behind := written.DeepCopy()
+	behind.Status = infrav1.RedfishMachineStatus{}
+	rv, _ := strconv.Atoi(written.ResourceVersion)
+	behind.ResourceVersion = strconv.Itoa(rv - 1)
+	others := snapshot(t, api)
+	stale := fake.NewClientBuilder().WithScheme(api.Scheme()).WithObjects(behind).Build()
+	cache.Reader = splitReader{machines: stale, rest: others}
+	reads.gets = 0
+	res, err := r.Reconcile(t.Context(), req)
+	after := &infrav1.RedfishMachine{}
+	if gerr := api.Get(t.Context(), req.NamespacedName, after); gerr != nil {
+		t.Fatal(gerr)
+	}
+	if err != nil || res.RequeueAfter != r.PollInterval || reads.gets != 0 || after.ResourceVersion != written.ResourceVersion {
+		t.Errorf("round on a cache behind: %v, %+v, %d API reads, resourceVersion %s -> %s; want nothing read or written, back in PollInterval",
+			err, res, reads.gets, written.ResourceVersion, after.ResourceVersion)
+	}
+	cache.Reader = snapshot(t, api) // the cache catches up
+	if _, err := r.Reconcile(t.Context(), req); err != nil || reads.gets != 0 {
+		t.Errorf("round on the caught-up cache: %v, %d API reads of the machine; want it read from the cache", err, reads.gets)
+	}
+}
+
+// splitReader reads RedfishMachines from machines and everything else from rest.
+type splitReader struct{ machines, rest client.Reader }
+
+func (s splitReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*infrav1.RedfishMachine); ok {
+		return s.machines.Get(ctx, key, obj, opts...)
+	}
+	return s.rest.Get(ctx, key, obj, opts...)
+}
+
+func (s splitReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*infrav1.RedfishMachineList); ok {
+		return s.machines.List(ctx, list, opts...)
+	}
+	return s.rest.List(ctx, list, opts...)
 }
 
 // The finalizer a new machine stores is written against the version it read: a machine read from

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/tools/events"
@@ -33,6 +34,7 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/claim"
+	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
 	"github.com/caprf/cluster-api-provider-redfish/internal/pause"
 	"github.com/caprf/cluster-api-provider-redfish/internal/shutdown"
 )
@@ -40,7 +42,8 @@ import (
 // Reconciler reconciles RedfishMachines.
 type Reconciler struct {
 	Client client.Client
-	// APIReader reads Secrets, which the manager does not cache.
+	// APIReader reads from the API server: Secrets, which the manager does not cache, and a
+	// machine the cache is behind on for longer than fresh.Patience.
 	APIReader client.Reader
 	// SecretVersions reads Secrets' metadata from a watch (whether the seed was written). Nil:
 	// the API server is asked.
@@ -51,6 +54,9 @@ type Reconciler struct {
 	PollInterval time.Duration
 
 	controller controller.Controller // for the ClusterCache's Node watches
+	// fresh keeps a round from starting on a copy of the machine older than the last round's
+	// write (see internal/fresh and read).
+	fresh *fresh.Reads
 }
 
 // scope is what one reconcile works with.
@@ -68,6 +74,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if r.PollInterval == 0 {
 		r.PollInterval = 2 * time.Second
 	}
+	r.fresh = &fresh.Reads{Kind: infrav1.GroupVersion.WithKind("RedfishMachine")}
+	r.Client = r.fresh.Client(r.Client)
 	clusterToMachines, err := util.ClusterToTypedObjectsMapper(mgr.GetClient(), &infrav1.RedfishMachineList{}, mgr.GetScheme())
 	if err != nil {
 		return err
@@ -176,8 +184,16 @@ func (r *Reconciler) hostToMachines(ctx context.Context, o client.Object) []reco
 
 // Reconcile runs the phases of a RedfishMachine.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
-	rm := &infrav1.RedfishMachine{}
-	if err := r.Client.Get(ctx, req.NamespacedName, rm); err != nil {
+	rm, err := r.read(ctx, req.NamespacedName)
+	if errors.Is(err, fresh.ErrStale) {
+		// The cache catching up with the last write wakes the machine; the requeue is for a
+		// watch that is down.
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
+	if err != nil {
+		if apierrors.IsNotFound(err) && r.fresh != nil {
+			r.fresh.Forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	machine, err := util.GetOwnerMachine(ctx, r.Client, rm.ObjectMeta)
@@ -240,6 +256,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 	}
 	return ctrl.Result{}, nil
+}
+
+// read returns the machine as this controller last wrote it, or newer. A round woken by its host
+// (the claim it just wrote, a boot) often started on a copy a write or three behind its own last
+// round: it computed that round's changes again, and the patch helper's conditions patch, locked
+// to that old version, conflicted and slept 100-200 ms before trying again (0.7 conflicts per
+// machine in the benchmark). Such a round now ends at once (fresh.ErrStale), and the write
+// reaching the cache wakes the machine. Without SetupWithManager (unit tests) the client is read.
+func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (*infrav1.RedfishMachine, error) {
+	rm := &infrav1.RedfishMachine{}
+	if r.fresh == nil {
+		return rm, r.Client.Get(ctx, key, rm)
+	}
+	return rm, r.fresh.Get(ctx, r.Client, r.APIReader, key, rm)
 }
 
 // waitForPrerequisites waits for the cluster infrastructure and the bootstrap data, the two
