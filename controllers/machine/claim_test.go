@@ -25,7 +25,6 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
-	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
 )
 
 // A Machine of the owner a Reuse maintenance gives its host back to waits for that host, even
@@ -321,6 +320,22 @@ func TestTheRoundAfterTheClaimWritesNothingWhenNothingChanged(t *testing.T) {
 			writes++
 			return c.SubResource(sub).Patch(ctx, obj, p, opts...)
 		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			writes++
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			writes++
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			writes++
+			return c.Update(ctx, obj, opts...)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			writes++
+			return c.Delete(ctx, obj, opts...)
+		},
 	})
 	r := &Reconciler{Client: api, APIReader: api, ClusterCache: notConnected{}, PollInterval: 2 * time.Second}
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rm)}
@@ -348,6 +363,31 @@ func TestTheRoundAfterTheClaimWritesNothingWhenNothingChanged(t *testing.T) {
 	}
 }
 
+// When the providerID cannot be written (say the RedfishMachine webhook is down: spec writes go
+// through it, status writes do not), the round writes nothing else: no condition claims a
+// generation the machine never reached.
+func TestARoundWhoseSpecWriteFailsWritesNoConditions(t *testing.T) {
+	api, rm, _ := newMachineWorld(t, interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+			if data, _ := p.Data(obj); strings.Contains(string(data), "providerID") {
+				return errors.New("failed calling webhook: connection refused")
+			}
+			return c.Patch(ctx, obj, p, opts...)
+		},
+	})
+	r := &Reconciler{Client: api, APIReader: api, ClusterCache: notConnected{}, PollInterval: 2 * time.Second}
+	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rm)}); err == nil {
+		t.Fatal("the round reported no error; want the failed spec write")
+	}
+	got := &infrav1.RedfishMachine{}
+	if err := api.Get(t.Context(), client.ObjectKeyFromObject(rm), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.ProviderID != "" || len(got.Status.Conditions) != 0 || got.Status.HostRef != "" {
+		t.Errorf("after a failed spec write: providerID %q, conditions %v, hostRef %q; want nothing written", got.Spec.ProviderID, got.Status.Conditions, got.Status.HostRef)
+	}
+}
+
 // machineReads counts the RedfishMachines read through it (the API server's reads of them).
 type machineReads struct {
 	client.Reader
@@ -370,9 +410,8 @@ func TestAMachineRoundOnACacheBehindItsOwnLastWriteWaitsForIt(t *testing.T) {
 	api, rm, _ := newMachineWorld(t)
 	cache := &struct{ client.Reader }{api}
 	reads := &machineReads{Reader: api}
-	r := &Reconciler{APIReader: reads, ClusterCache: notConnected{}, PollInterval: 2 * time.Second,
-		fresh: &fresh.Reads{Kind: infrav1.GroupVersion.WithKind("RedfishMachine")}}
-	r.Client = r.fresh.Client(cachedReads{Client: api, cache: cache})
+	r := &Reconciler{Client: cachedReads{Client: api, cache: cache}, APIReader: reads, ClusterCache: notConnected{}, PollInterval: 2 * time.Second}
+	r.readFresh() // as SetupWithManager does
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rm)}
 	if _, err := r.Reconcile(t.Context(), req); err != nil { // the finalizer, the claim of h1
 		t.Fatal(err)

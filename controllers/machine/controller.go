@@ -43,7 +43,9 @@ import (
 type Reconciler struct {
 	Client client.Client
 	// APIReader reads from the API server: Secrets, which the manager does not cache, and a
-	// machine the cache is behind on for longer than fresh.Patience.
+	// machine whose version this controller does not know yet (its first round after a start or
+	// a change of leader, or one the cache does not have), or that the cache is behind on for
+	// longer than fresh.Patience.
 	APIReader client.Reader
 	// SecretVersions reads Secrets' metadata from a watch (whether the seed was written). Nil:
 	// the API server is asked.
@@ -74,8 +76,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	if r.PollInterval == 0 {
 		r.PollInterval = 2 * time.Second
 	}
-	r.fresh = &fresh.Reads{Kind: infrav1.GroupVersion.WithKind("RedfishMachine")}
-	r.Client = r.fresh.Client(r.Client)
+	r.readFresh()
 	clusterToMachines, err := util.ClusterToTypedObjectsMapper(mgr.GetClient(), &infrav1.RedfishMachineList{}, mgr.GetScheme())
 	if err != nil {
 		return err
@@ -191,10 +192,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	}
 	if err != nil {
-		if apierrors.IsNotFound(err) && r.fresh != nil {
-			r.fresh.Forget(req.NamespacedName)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return ctrl.Result{}, client.IgnoreNotFound(err) // (fresh forgets a machine found gone)
 	}
 	machine, err := util.GetOwnerMachine(ctx, r.Client, rm.ObjectMeta)
 	if err != nil || machine == nil {
@@ -224,22 +222,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 	}
 
-	helper, err := patch.NewHelper(rm, readsOwnWrite{Client: r.Client, written: rm.DeepCopy()})
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	read := rm.DeepCopy() // what the round's write is computed against
 	if notPaused != nil {
 		conditions.Set(rm, *notPaused) // a new machine: with the round's write
 	}
 	s := &scope{rm: rm, machine: machine, cluster: cluster}
-	specRead := rm.Spec.DeepCopy()
 	defer func() {
-		if !equality.Semantic.DeepEqual(specRead, &rm.Spec) {
-			observeSpecWritten(rm)
-		}
-		if err := helper.Patch(ctx, rm, patch.WithOwnedConditions{Conditions: []string{
-			infrav1.ReadyCondition, infrav1.HostClaimedCondition, infrav1.PausedCondition,
-		}}); err != nil && (rm.DeletionTimestamp == nil || !allNotFound(err)) {
+		if err := r.write(ctx, read, rm); err != nil && (rm.DeletionTimestamp == nil || !allNotFound(err)) {
 			// (A machine being deleted that is gone: an earlier round removed the finalizer and this
 			// one read the machine from a cache that had not seen it go. Nothing is lost.)
 			retErr = errors.Join(retErr, err)
@@ -256,6 +245,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 	}
 	return ctrl.Result{}, nil
+}
+
+// readFresh makes read return no machine older than this controller's last write of it: every
+// write through r.Client is recorded from now on.
+func (r *Reconciler) readFresh() {
+	r.fresh = &fresh.Reads{Kind: infrav1.GroupVersion.WithKind("RedfishMachine")}
+	r.Client = r.fresh.Client(r.Client)
 }
 
 // read returns the machine as this controller last wrote it, or newer. A round woken by its host
@@ -296,25 +292,45 @@ func setNotReady(rm *infrav1.RedfishMachine, reason, msg string) {
 
 func klogRef(m *clusterv1.Machine) string { return m.Namespace + "/" + m.Name }
 
-// observeSpecWritten stamps the conditions this round computed against the generation its spec
-// change is about to make (the only spec this controller writes is the providerID, set in the
-// round that claims the host). The patch helper writes the conditions before the spec, so they
-// carried the generation before it, and the next round wrote every condition again for nothing but
-// that number: one status write and one reconcile of CAPI's Machine per machine. Should the spec
-// write fail, the next round stamps the generation it reads and writes the conditions then.
-func observeSpecWritten(rm *infrav1.RedfishMachine) {
-	for i := range rm.Status.Conditions {
-		if c := &rm.Status.Conditions[i]; c.ObservedGeneration == rm.Generation {
-			c.ObservedGeneration = rm.Generation + 1
+// write stores what the round changed from read, through CAPI's patch helper, which writes the
+// conditions, then the spec and metadata, then the rest of the status. A changed spec (the
+// providerID, set in the round that claims the host: the only spec this controller writes) is
+// written first, on its own: the conditions then carry the generation it made. Written after
+// them, it left them a generation behind, and the next round wrote every condition again for
+// nothing but that number (a status write and a reconcile of CAPI's Machine per machine). When
+// the spec write fails, nothing else is written this round.
+func (r *Reconciler) write(ctx context.Context, read, rm *infrav1.RedfishMachine) error {
+	latest := read.DeepCopy() // the newest version this round knows the API server has
+	if !equality.Semantic.DeepEqual(read.Spec, rm.Spec) {
+		from := rm.DeepCopy()
+		from.Spec = *read.Spec.DeepCopy()
+		written := rm.DeepCopy()
+		if err := r.Client.Patch(ctx, written, client.MergeFrom(from)); err != nil {
+			return err
 		}
+		for i := range rm.Status.Conditions {
+			if c := &rm.Status.Conditions[i]; c.ObservedGeneration == read.Generation {
+				c.ObservedGeneration = written.Generation
+			}
+		}
+		read = read.DeepCopy()
+		read.Spec = *rm.Spec.DeepCopy() // written: not the helper's to write again
+		latest = written
 	}
+	helper, err := patch.NewHelper(read, readsOwnWrite{Client: r.Client, written: latest})
+	if err != nil {
+		return err
+	}
+	return helper.Patch(ctx, rm, patch.WithOwnedConditions{Conditions: []string{
+		infrav1.ReadyCondition, infrav1.HostClaimedCondition, infrav1.PausedCondition,
+	}})
 }
 
 // readsOwnWrite is the client the patch helper writes a round with. The helper reads the machine
 // again before it patches the conditions, with the resourceVersion read as a lock; right after
-// this round stored its finalizer the cache seldom has that write yet, so every new machine's
+// this round stored its finalizer (or its spec) the cache seldom has that write yet, and the
 // conditions patch conflicted and slept 100-200 ms before trying again. Where the cache's copy is
-// older than the one this round holds (written), the helper gets the one it holds; a newer one
+// older than the newest one this round knows (written), the helper gets that one; a newer one
 // (anyone's later write) is used as it is.
 type readsOwnWrite struct {
 	client.Client

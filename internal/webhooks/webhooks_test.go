@@ -284,7 +284,7 @@ func scheme(t *testing.T) *runtime.Scheme {
 	return s
 }
 
-func TestOnlyANewHostOrNewCredentialsNameReadsTheCredentialsSecret(t *testing.T) {
+func TestOnlyANewHostOrAChangedBMCReadsTheCredentialsSecret(t *testing.T) {
 	registered := host("redfish://10.0.0.57/redfish/v1/Systems/1", nil)
 	registered.Spec.BootMACAddress = "52:54:00:00:07:01"
 	for _, tc := range []struct {
@@ -301,6 +301,7 @@ func TestOnlyANewHostOrNewCredentialsNameReadsTheCredentialsSecret(t *testing.T)
 			h.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "remediation/workers-abc12"}}
 		}},
 		{name: "the credentials Secret renamed", update: func(h *infrav1.RedfishHost) { h.Spec.BMC.CredentialsName = "rack1-u07-bmc-2" }, reads: 1},
+		{name: "the BMC address changed", update: func(h *infrav1.RedfishHost) { h.Spec.BMC.Address = "redfish://10.0.0.58/redfish/v1/Systems/1" }, reads: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			apiServer := apiServerWith(t) // no Secret: a read warns about it

@@ -147,7 +147,7 @@ type usage struct {
 	RSSBytes    float64
 	PeakRSS     float64 // VmHWM: the most resident memory so far
 	HeapInuse   float64
-	KubeByKind  map[string]float64 // "verb resource" → requests ("verb resource (conflict)": those answered 409)
+	KubeByKind  map[string]float64 // "verb resource" → requests ("verb resource (409)": those answered 409)
 	BMCRequests float64
 }
 
@@ -182,7 +182,9 @@ func (m *managerProc) sample() (usage, error) {
 			}
 			key := labels["verb"] + " " + labels["resource"]
 			if labels["code"] == "409" {
-				key += " (conflict)" // a write refused as written against an older version: sent again
+				// Refused: a write against an older version (a Conflict, tried again), or a create
+				// of what exists (AlreadyExists).
+				key += " (409)"
 			}
 			s.KubeByKind[key] += metricValue(mt)
 		}

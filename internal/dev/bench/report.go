@@ -74,7 +74,8 @@ type Phase struct {
 	Ratio        float64 `json:"ratio,omitempty"`
 	// Split is the per-machine breakdown, for phases that create Machines.
 	Split *split `json:"split,omitempty"`
-	// KubeRequests the manager sent to the API server, by "verb resource".
+	// KubeRequests the manager sent to the API server, by "verb resource" ("verb resource (409)": those
+	// refused with 409, a Conflict or AlreadyExists).
 	KubeRequests map[string]float64 `json:"kubeRequests"`
 	KubeTotal    float64            `json:"kubeTotal"`
 	KubeWrites   float64            `json:"kubeWrites"`
