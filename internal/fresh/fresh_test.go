@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -105,6 +106,39 @@ func TestAnObjectIsReadFromTheCacheWhenItHasTheLastWriteOrNewer(t *testing.T) {
 	h2 := &infrav1.RedfishHost{}
 	if err := f.Get(ctx, odd, api, key, h2); err != nil || api.Gets != 3 {
 		t.Fatalf("read with an opaque resourceVersion: %v, %d API reads, want 3", err, api.Gets)
+	}
+}
+
+// An object the cache does not have is asked of the API server only while a version of it is
+// known (the last write may have been the one that let it go): found gone there once, it is
+// forgotten, and the wakes that follow a deletion (a machine's Node, its host) read nothing. One
+// the cache has yet to receive wakes the controller when it does.
+func TestAnObjectTheCacheDoesNotHaveIsAskedForOnlyWhileItsVersionIsKnown(t *testing.T) {
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	if err := infrav1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	h := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h"}}
+	key := types.NamespacedName{Namespace: "ns", Name: "h"}
+	apiServer := fake.NewClientBuilder().WithScheme(scheme).WithObjects(h).Build()
+	empty := fake.NewClientBuilder().WithScheme(scheme).Build() // a cache without the host
+	api := &apireads.Counter{Reader: apiServer}
+	f := &Reads{Kind: infrav1.GroupVersion.WithKind("RedfishHost")}
+
+	if err := f.Get(ctx, empty, api, key, &infrav1.RedfishHost{}); !apierrors.IsNotFound(err) || api.Gets != 0 {
+		t.Fatalf("nothing known, not cached: %v, %d API reads; want NotFound without asking", err, api.Gets)
+	}
+	// The controller wrote it (its last write, say, removed the finalizer); then it is gone.
+	f.remember(key, "5")
+	if err := apiServer.Delete(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Get(ctx, empty, api, key, &infrav1.RedfishHost{}); !apierrors.IsNotFound(err) || api.Gets != 1 {
+		t.Fatalf("known, not cached: %v, %d API reads; want NotFound from the API server", err, api.Gets)
+	}
+	if err := f.Get(ctx, empty, api, key, &infrav1.RedfishHost{}); !apierrors.IsNotFound(err) || api.Gets != 1 {
+		t.Fatalf("found gone once, woken again: %v, %d API reads; want NotFound without asking again", err, api.Gets)
 	}
 }
 
