@@ -213,6 +213,9 @@ type scope struct {
 	bmc   BMC            // nil until connect succeeded
 	power bmc.PowerState // read by connect, this reconcile
 	acted bool           // a power action was sent this reconcile
+	// registered says how the host was registered in this round, for the inspection's event to
+	// tell ("": not this round).
+	registered string
 	// store writes the host now (a handler that must record something before acting on the BMC
 	// goes on in the same round once it is stored).
 	store func() error

@@ -65,8 +65,9 @@ func (r *Reconciler) register(ctx context.Context, s *scope) (ctrl.Result, error
 	}
 	h.Status.State = infrav1.HostStateInspecting
 	h.Status.RegisteredAddress = h.Spec.BMC.Address
-	r.event(h, "Registered", "Register", "BMC %s answered with the given credentials", h.Spec.BMC.Address)
-	return r.inspect(ctx, s) // in the same round: one status write for both
+	// Told with the inspection, in the same round: one status write and one event for both.
+	s.registered = fmt.Sprintf("BMC %s answered with the given credentials", h.Spec.BMC.Address)
+	return r.inspect(ctx, s)
 }
 
 func (r *Reconciler) inspect(ctx context.Context, s *scope) (ctrl.Result, error) {
@@ -79,12 +80,20 @@ func (r *Reconciler) inspect(ctx context.Context, s *scope) (ctrl.Result, error)
 	if h.Status.Inventory == nil || h.Status.RestoreWaitSince == nil {
 		inv, err := s.bmc.Inventory(ctx)
 		if err != nil {
+			if s.registered != "" {
+				r.event(h, "Registered", "Register", "%s", s.registered)
+			}
 			conditions.Set(h, metav1.Condition{Type: infrav1.InspectedCondition, Status: metav1.ConditionFalse, Reason: "InspectionFailed", Message: err.Error()})
 			return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
 		}
 		h.Status.Inventory = inv
 		conditions.Set(h, metav1.Condition{Type: infrav1.InspectedCondition, Status: metav1.ConditionTrue, Reason: "Inspected"})
-		r.event(h, "Inspected", "Inspect", "%s %s, %d cores, %d MiB, %d NICs, %d drives", inv.Manufacturer, inv.Model, inv.CPUCores, inv.MemoryMiB, len(inv.NICs), len(inv.Drives))
+		found := fmt.Sprintf("%s %s, %d cores, %d MiB, %d NICs, %d drives", inv.Manufacturer, inv.Model, inv.CPUCores, inv.MemoryMiB, len(inv.NICs), len(inv.Drives))
+		if s.registered != "" {
+			r.event(h, "Registered", "Register", "%s; inspected: %s", s.registered, found)
+		} else {
+			r.event(h, "Inspected", "Inspect", "%s", found)
+		}
 	}
 	restored, err := r.restoreClaim(ctx, h, true)
 	if err != nil {

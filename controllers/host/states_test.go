@@ -1003,7 +1003,8 @@ func TestANewHostIsRegisteredAndInspectedInTheRoundThatStoresItsFinalizer(t *tes
 			t.Errorf("the BMC was contacted before the finalizer was stored (%v, finalizers %v)", err, stored.Finalizers)
 		}
 	}
-	r := &Reconciler{Client: c, APIReader: c, BMCs: fakeBMCs{bmc: f, connecting: connecting}, SeedBaseURL: "http://seed.example",
+	rec := events.NewFakeRecorder(10)
+	r := &Reconciler{Client: c, APIReader: c, BMCs: fakeBMCs{bmc: f, connecting: connecting}, SeedBaseURL: "http://seed.example", Recorder: rec,
 		PollInterval: 2 * time.Second, RetryInterval: 30 * time.Second, CheckInterval: time.Minute, OrphanGracePeriod: 2 * time.Minute, RestoreGracePeriod: 2 * time.Minute}
 	got := &infrav1.RedfishHost{}
 	rounds := 0
@@ -1028,6 +1029,15 @@ func TestANewHostIsRegisteredAndInspectedInTheRoundThatStoresItsFinalizer(t *tes
 	}
 	if !slices.Equal(f.calls, []string{"Inventory"}) {
 		t.Errorf("BMC calls %v, want only the inventory read", f.calls)
+	}
+	// One event tells both (each event is a write too: two per host were a fifth of a fleet's
+	// registration writes).
+	var said []string
+	for len(rec.Events) > 0 {
+		said = append(said, <-rec.Events)
+	}
+	if len(said) != 1 || !strings.HasPrefix(said[0], "Normal Registered BMC redfish://10.0.0.1/redfish/v1/Systems/1 answered with the given credentials; inspected: ") {
+		t.Errorf("events %q, want one that tells the registration and the inspection", said)
 	}
 	before := len(c.writes)
 	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}); err != nil {
