@@ -988,6 +988,41 @@ func (s *statusLog) Update(ctx context.Context, o client.Object, opts ...client.
 // hosts registering at once the manager was bound by its client rate limit, and each round cost
 // its own status patches (the patch helper writes status fields and conditions apart). Four
 // writes, where seven were made over four rounds.
+// A host whose inspection fails in the round that registers it tells the registration alone,
+// and the inspection when a later round makes it.
+func TestARegistrationWhoseInspectionFailsIsToldAlone(t *testing.T) {
+	h := &infrav1.RedfishHost{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1"},
+		Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
+	}
+	c := newFakeClient(t, h, nil)
+	f := &fakeBMC{power: bmc.PowerOff, errs: map[string]error{"Inventory": errors.New("Storage: 500 Internal Server Error")}}
+	rec := events.NewFakeRecorder(10)
+	r := &Reconciler{Client: c, APIReader: c, BMCs: fakeBMCs{bmc: f}, SeedBaseURL: "http://seed.example", Recorder: rec,
+		PollInterval: 2 * time.Second, RetryInterval: 30 * time.Second, CheckInterval: time.Minute, OrphanGracePeriod: 2 * time.Minute, RestoreGracePeriod: 2 * time.Minute}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
+	said := func() []string {
+		var out []string
+		for len(rec.Events) > 0 {
+			out = append(out, <-rec.Events)
+		}
+		return out
+	}
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if got := said(); len(got) != 1 || got[0] != "Normal Registered BMC redfish://10.0.0.1/redfish/v1/Systems/1 answered with the given credentials" {
+		t.Errorf("events of the round whose inspection failed: %q, want the registration alone", got)
+	}
+	delete(f.errs, "Inventory")
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if got := said(); len(got) != 1 || !strings.HasPrefix(got[0], "Normal Inspected Sim") {
+		t.Errorf("events of the round that inspected: %q, want the inspection", got)
+	}
+}
+
 func TestANewHostIsRegisteredAndInspectedInTheRoundThatStoresItsFinalizer(t *testing.T) {
 	h := &infrav1.RedfishHost{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1"},

@@ -271,23 +271,46 @@ func snapshot(t *testing.T, api client.Client) client.Reader {
 	return fake.NewClientBuilder().WithScheme(api.Scheme()).WithObjects(objs...).Build()
 }
 
-// A new machine's first round stores its finalizer, then writes its conditions with the
-// resourceVersion as a lock (CAPI's patch helper reads the machine again for it). Read from a
-// cache that has not seen the finalizer yet (the usual case a moment after the write), that
-// version conflicted and the helper slept 100-200 ms before each try; here the cache never
-// catches up, so without the round's own copy the round fails after five tries.
+// A new machine's first round stores its finalizer (and, when it claims a host, its providerID),
+// then writes its conditions with the resourceVersion as a lock (CAPI's patch helper reads the
+// machine again for it). Read from a cache that has not seen those writes yet (the usual case a
+// moment after them), that version conflicted and the helper slept 100-200 ms before each try;
+// here the cache never catches up, so without the round's own copy the round fails after five
+// tries.
 func TestANewMachinesFirstWriteDoesNotConflictWithItsOwnFinalizer(t *testing.T) {
-	api, rm, _ := newMachineWorld(t)
-	r := &Reconciler{Client: cachedReads{Client: api, cache: snapshot(t, api)}, APIReader: api, ClusterCache: notConnected{}, PollInterval: 2 * time.Second}
-	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rm)}); err != nil {
-		t.Fatal(err)
-	}
-	got := &infrav1.RedfishMachine{}
-	if err := api.Get(t.Context(), client.ObjectKeyFromObject(rm), got); err != nil {
-		t.Fatal(err)
-	}
-	if c := conditions.Get(got, infrav1.HostClaimedCondition); c == nil || c.Status != metav1.ConditionTrue || got.Status.HostRef != "h1" {
-		t.Errorf("HostClaimed %v, hostRef %q; want the claim of h1 written in the first round", c, got.Status.HostRef)
+	for _, tc := range []struct {
+		name    string
+		hostFor string // the consumer already holding h1 ("": h1 is Available)
+		claimed metav1.ConditionStatus
+	}{
+		{name: "a host claimed: the finalizer and the providerID written first", claimed: metav1.ConditionTrue},
+		{name: "no host to claim: only the finalizer written first", hostFor: "other", claimed: metav1.ConditionFalse},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api, rm, host := newMachineWorld(t)
+			if tc.hostFor != "" {
+				h := &infrav1.RedfishHost{}
+				if err := api.Get(t.Context(), client.ObjectKeyFromObject(host), h); err != nil {
+					t.Fatal(err)
+				}
+				h.Status.State = infrav1.HostStateProvisioning
+				h.Status.Claim = &infrav1.HostClaim{Consumer: infrav1.ObjectRef{Kind: "RedfishMachine", Namespace: "ns", Name: tc.hostFor}, ConsumerUID: "other-uid"}
+				if err := api.Status().Update(t.Context(), h); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := &Reconciler{Client: cachedReads{Client: api, cache: snapshot(t, api)}, APIReader: api, ClusterCache: notConnected{}, PollInterval: 2 * time.Second}
+			if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rm)}); err != nil {
+				t.Fatal(err)
+			}
+			got := &infrav1.RedfishMachine{}
+			if err := api.Get(t.Context(), client.ObjectKeyFromObject(rm), got); err != nil {
+				t.Fatal(err)
+			}
+			if c := conditions.Get(got, infrav1.HostClaimedCondition); c == nil || c.Status != tc.claimed {
+				t.Errorf("HostClaimed %v, want %s written in the first round", c, tc.claimed)
+			}
+		})
 	}
 }
 
@@ -364,9 +387,10 @@ func TestTheRoundAfterTheClaimWritesNothingWhenNothingChanged(t *testing.T) {
 }
 
 // When the providerID cannot be written (say the RedfishMachine webhook is down: spec writes go
-// through it, status writes do not), the round writes nothing else: no condition claims a
-// generation the machine never reached.
-func TestARoundWhoseSpecWriteFailsWritesNoConditions(t *testing.T) {
+// through it, status writes do not), the round still records its claim (hostRef; a machine that
+// lost it would claim another host next round), and no condition claims a generation the machine
+// never reached.
+func TestARoundWhoseSpecWriteFailsStillRecordsItsClaim(t *testing.T) {
 	api, rm, _ := newMachineWorld(t, interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
 			if data, _ := p.Data(obj); strings.Contains(string(data), "providerID") {
@@ -383,8 +407,13 @@ func TestARoundWhoseSpecWriteFailsWritesNoConditions(t *testing.T) {
 	if err := api.Get(t.Context(), client.ObjectKeyFromObject(rm), got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Spec.ProviderID != "" || len(got.Status.Conditions) != 0 || got.Status.HostRef != "" {
-		t.Errorf("after a failed spec write: providerID %q, conditions %v, hostRef %q; want nothing written", got.Spec.ProviderID, got.Status.Conditions, got.Status.HostRef)
+	if got.Spec.ProviderID != "" || got.Status.HostRef != "h1" {
+		t.Errorf("after a failed spec write: providerID %q, hostRef %q; want no providerID and the claim of h1 recorded", got.Spec.ProviderID, got.Status.HostRef)
+	}
+	for _, c := range got.Status.Conditions {
+		if c.ObservedGeneration > got.Generation {
+			t.Errorf("condition %s observed generation %d, beyond the machine's %d", c.Type, c.ObservedGeneration, got.Generation)
+		}
 	}
 }
 

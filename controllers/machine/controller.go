@@ -298,32 +298,39 @@ func klogRef(m *clusterv1.Machine) string { return m.Namespace + "/" + m.Name }
 // written first, on its own: the conditions then carry the generation it made. Written after
 // them, it left them a generation behind, and the next round wrote every condition again for
 // nothing but that number (a status write and a reconcile of CAPI's Machine per machine). When
-// the spec write fails, nothing else is written this round.
+// that spec write fails, the rest is written as before (the claim's hostRef must not be lost,
+// and the helper tries the spec again), with the conditions at the generation read; when someone
+// else changed the spec meanwhile (the generation moved by more than this write), they keep it too.
 func (r *Reconciler) write(ctx context.Context, read, rm *infrav1.RedfishMachine) error {
 	latest := read.DeepCopy() // the newest version this round knows the API server has
+	var specErr error
 	if !equality.Semantic.DeepEqual(read.Spec, rm.Spec) {
 		from := rm.DeepCopy()
 		from.Spec = *read.Spec.DeepCopy()
 		written := rm.DeepCopy()
-		if err := r.Client.Patch(ctx, written, client.MergeFrom(from)); err != nil {
-			return err
-		}
-		for i := range rm.Status.Conditions {
-			if c := &rm.Status.Conditions[i]; c.ObservedGeneration == read.Generation {
-				c.ObservedGeneration = written.Generation
+		if specErr = r.Client.Patch(ctx, written, client.MergeFrom(from)); specErr == nil {
+			if written.Generation == read.Generation+1 {
+				for i := range rm.Status.Conditions {
+					if c := &rm.Status.Conditions[i]; c.ObservedGeneration == read.Generation {
+						c.ObservedGeneration = written.Generation
+					}
+				}
 			}
+			read = read.DeepCopy()
+			read.Spec = *rm.Spec.DeepCopy() // written: not the helper's to write again
+			latest = written
 		}
-		read = read.DeepCopy()
-		read.Spec = *rm.Spec.DeepCopy() // written: not the helper's to write again
-		latest = written
 	}
 	helper, err := patch.NewHelper(read, readsOwnWrite{Client: r.Client, written: latest})
-	if err != nil {
-		return err
+	if err == nil {
+		err = helper.Patch(ctx, rm, patch.WithOwnedConditions{Conditions: []string{
+			infrav1.ReadyCondition, infrav1.HostClaimedCondition, infrav1.PausedCondition,
+		}})
 	}
-	return helper.Patch(ctx, rm, patch.WithOwnedConditions{Conditions: []string{
-		infrav1.ReadyCondition, infrav1.HostClaimedCondition, infrav1.PausedCondition,
-	}})
+	if specErr != nil {
+		return errors.Join(specErr, err)
+	}
+	return err
 }
 
 // readsOwnWrite is the client the patch helper writes a round with. The helper reads the machine

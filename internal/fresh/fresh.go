@@ -66,13 +66,14 @@ func (f *Reads) Client(c client.Client) client.Client { return recording{Client:
 var ErrStale = errors.New("the cache has not caught up with this controller's last write yet")
 
 // Get reads key into obj: from cache when its copy is the one last written or read, or newer;
-// ErrStale when it is older (from api once it has been for Patience); from api when nothing is
-// known of the object or the versions do not compare. An object the cache does not have is read
-// from api only when a version of it is known (the controller's last write may have been the one
-// that let it go); otherwise it is NotFound: one the cache has yet to receive wakes the
-// controller when it does, and an object gone is not asked for again at every wake (its Node's
-// deletion, its host's release) after it was found gone once. The controller's writes must all
-// go through Client, and every change of the object must wake it (no predicate on its watch).
+// ErrStale when it is older (from api once it has been for Patience); from api when the cache has
+// a copy but nothing is known of the object, or the versions do not compare. An object the cache
+// does not have is read from api only when a version of it is known (the controller's last write
+// may have been the one that let it go); otherwise it is NotFound: one the cache has yet to
+// receive wakes the controller when it does, and an object gone is not asked for again at every
+// wake (its Node's deletion, its host's release) after it was found gone once. The controller's
+// writes must all go through Client, and every change of the object must wake it (no predicate on
+// its watch).
 func (f *Reads) Get(ctx context.Context, cache client.Reader, api client.Reader, key types.NamespacedName, obj client.Object) error {
 	err := cache.Get(ctx, key, obj)
 	if err != nil && !apierrors.IsNotFound(err) {

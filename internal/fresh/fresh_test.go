@@ -23,12 +23,7 @@ import (
 // server asked: the round ends (ErrStale), as the write's watch event will wake it again.
 func TestAnObjectIsReadFromTheCacheWhenItHasTheLastWriteOrNewer(t *testing.T) {
 	ctx := context.Background()
-	scheme := runtime.NewScheme()
-	if err := infrav1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	h := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h"}}
-	key := types.NamespacedName{Namespace: "ns", Name: "h"}
+	scheme, h, key := oneHost(t)
 	apiServer := fake.NewClientBuilder().WithScheme(scheme).WithObjects(h).WithStatusSubresource(h).Build()
 	// The cache: a copy of the API server's host (resourceVersion included) as of the last sync.
 	var cache client.Client
@@ -115,12 +110,7 @@ func TestAnObjectIsReadFromTheCacheWhenItHasTheLastWriteOrNewer(t *testing.T) {
 // the cache has yet to receive wakes the controller when it does.
 func TestAnObjectTheCacheDoesNotHaveIsAskedForOnlyWhileItsVersionIsKnown(t *testing.T) {
 	ctx := context.Background()
-	scheme := runtime.NewScheme()
-	if err := infrav1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	h := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h"}}
-	key := types.NamespacedName{Namespace: "ns", Name: "h"}
+	scheme, h, key := oneHost(t)
 	apiServer := fake.NewClientBuilder().WithScheme(scheme).WithObjects(h).Build()
 	empty := fake.NewClientBuilder().WithScheme(scheme).Build() // a cache without the host
 	api := &apireads.Counter{Reader: apiServer}
@@ -140,6 +130,16 @@ func TestAnObjectTheCacheDoesNotHaveIsAskedForOnlyWhileItsVersionIsKnown(t *test
 	if err := f.Get(ctx, empty, api, key, &infrav1.RedfishHost{}); !apierrors.IsNotFound(err) || api.Gets != 1 {
 		t.Fatalf("found gone once, woken again: %v, %d API reads; want NotFound without asking again", err, api.Gets)
 	}
+}
+
+// oneHost is a scheme with the provider's kinds and a host ns/h with its key.
+func oneHost(t *testing.T) (*runtime.Scheme, *infrav1.RedfishHost, types.NamespacedName) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := infrav1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	return scheme, &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h"}}, types.NamespacedName{Namespace: "ns", Name: "h"}
 }
 
 // oddVersions reads from a cache whose copies carry rv as their resourceVersion.

@@ -302,6 +302,7 @@ func TestOnlyANewHostOrAChangedBMCReadsTheCredentialsSecret(t *testing.T) {
 		}},
 		{name: "the credentials Secret renamed", update: func(h *infrav1.RedfishHost) { h.Spec.BMC.CredentialsName = "rack1-u07-bmc-2" }, reads: 1},
 		{name: "the BMC address changed", update: func(h *infrav1.RedfishHost) { h.Spec.BMC.Address = "redfish://10.0.0.58/redfish/v1/Systems/1" }, reads: 1},
+		{name: "the BMC auth method changed", update: func(h *infrav1.RedfishHost) { h.Spec.BMC.AuthMethod = infrav1.BMCAuthBasic }, reads: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			apiServer := apiServerWith(t) // no Secret: a read warns about it
