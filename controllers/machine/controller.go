@@ -257,8 +257,8 @@ func (r *Reconciler) readFresh() {
 // read returns the machine as this controller last wrote it, or newer. A round woken by its host
 // (the claim it just wrote, a boot) often started on a copy a write or three behind its own last
 // round: it computed that round's changes again, and the patch helper's conditions patch, locked
-// to that old version, conflicted and slept 100-200 ms before trying again (0.7 conflicts per
-// machine in the benchmark). Such a round now ends at once (fresh.ErrStale), and the write
+// to that old version, conflicted and slept 100-200 ms before trying again (0.6-0.8 conflicts
+// per machine in the benchmark). Such a round now ends at once (fresh.ErrStale), and the write
 // reaching the cache wakes the machine. Without SetupWithManager (unit tests) the client is read.
 func (r *Reconciler) read(ctx context.Context, key types.NamespacedName) (*infrav1.RedfishMachine, error) {
 	rm := &infrav1.RedfishMachine{}

@@ -79,10 +79,11 @@ func (f *Reads) Get(ctx context.Context, cache client.Reader, api client.Reader,
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	if _, known := f.seen.Load(key); err != nil && !known {
+	v, known := f.seen.Load(key)
+	if err != nil && !known {
 		return err
 	}
-	if v, ok := f.seen.Load(key); err == nil && ok {
+	if err == nil && known {
 		seen := v.(version)
 		switch c, cerr := resourceversion.CompareResourceVersion(obj.GetResourceVersion(), seen.rv); {
 		case cerr != nil: // not comparable: ask the API server
