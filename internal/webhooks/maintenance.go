@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -54,10 +55,13 @@ func (v *Maintenance) ValidateCreate(ctx context.Context, m *expv1.RedfishMainte
 }
 
 // conflictingMode refuses a maintenance whose mode contradicts one that is under way on the same
-// host: Reuse gives the host back to its Machine's owner, Replace does not.
+// host: Reuse gives the host back to its Machine's owner, Replace does not. Only the host's
+// maintenances are read (the CRD's selectable field spec.hostName): a hundred maintenances
+// created at once would otherwise each read every other from the API server.
 func conflictingMode(ctx context.Context, reader client.Reader, m *expv1.RedfishMaintenance) error {
 	list := &expv1.RedfishMaintenanceList{}
-	if err := reader.List(ctx, list, client.InNamespace(m.Namespace)); err != nil {
+	if err := reader.List(ctx, list, client.InNamespace(m.Namespace),
+		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector(maintenance.HostField, m.Spec.HostName)}); err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("listing maintenances: %w", err))
 	}
 	mode := m.Spec.Mode

@@ -158,6 +158,13 @@ var _ = Describe("The maintenance handshake", func() {
 				HaveField("Message", ContainSubstring("violate the pod's disruption budget"))))
 			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(webOnHost), &corev1.Pod{})).To(Succeed())
 			g.Expect(b.maintenanceNamed("dimm-swap").Status.Stage).To(Equal(expv1.StageDraining))
+			// The Node tells the cluster the maintenance is under way (KEP-5683), no longer planned.
+			node := &corev1.Node{}
+			g.Expect(env.Get(ctx, client.ObjectKey{Name: machine.Status.NodeRef.Name}, node)).To(Succeed())
+			g.Expect(node.Status.Conditions).To(ContainElements(
+				And(HaveField("Type", maintenance.NodeMaintenanceInProgress), HaveField("Status", corev1.ConditionTrue),
+					HaveField("Message", ContainSubstring("replace a failing DIMM"))),
+				And(HaveField("Type", maintenance.NodeMaintenancePlanned), HaveField("Status", corev1.ConditionFalse))))
 		}
 		Eventually(blocked).Should(Succeed())
 		Consistently(blocked, 3*time.Second).Should(Succeed())

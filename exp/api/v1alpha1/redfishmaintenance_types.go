@@ -388,6 +388,7 @@ type StageTime struct {
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
 // +kubebuilder:metadata:labels="clusterctl.cluster.x-k8s.io/move="
 // +kubebuilder:resource:path=redfishmaintenances,scope=Namespaced,categories=cluster-api,shortName=rfmaint
+// +kubebuilder:selectablefield:JSONPath=".spec.hostName"
 // +kubebuilder:printcolumn:name="Host",type="string",JSONPath=".spec.hostName"
 // +kubebuilder:printcolumn:name="Policy",type="string",JSONPath=".spec.policy"
 // +kubebuilder:printcolumn:name="Stage",type="string",JSONPath=".status.stage"

@@ -55,6 +55,10 @@ const RequestorPrefix = infrav1.MaintenanceRequestorPrefix
 // HostIndex indexes RedfishMaintenances by spec.hostName.
 const HostIndex = "caprf.spec.hostName"
 
+// HostField is the field selector the API server offers on RedfishMaintenances (a selectable
+// field of the CRD): the maintenances of one host are listed without the namespace's others.
+const HostField = "spec.hostName"
+
 // Reasons of the Ready condition of a maintenance.
 const (
 	HostNotFoundReason         = "HostNotFound"
@@ -229,7 +233,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	read := m.ResourceVersion
 	defer func() {
+		if m.ResourceVersion != read {
+			// The round stored the maintenance whole (start: the gate's write, which must land
+			// under the gate's lock) and changed nothing after. Patching again from the copy read
+			// before wrote the same status twice, and the conditions patch, reading the cache
+			// still without that write, conflicted and slept 100-200 ms before each retry while
+			// the next round (the Machine's deletion) waited for this one.
+			return
+		}
 		// This controller alone sets the maintenance's conditions: a round that read the
 		// maintenance from a cache a moment behind its own last write is no conflict.
 		if err := helper.Patch(ctx, m, patch.WithOwnedConditions{Conditions: []string{infrav1.ReadyCondition, clusterv1.PausedCondition}}); err != nil {
@@ -460,8 +473,8 @@ func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, hos
 	} else {
 		r.event(m, "Draining", "started within the budget; CAPI drains Machine %s", m.Status.Machine)
 	}
-	// The next round drains, from the status just written: draining in this one would change what
-	// it wrote, and the deferred patch (based on the object read before) would conflict. That
+	// The next round drains, from the status just written: nothing of m changes after that write
+	// in this round (the end of the round writes nothing once it is stored: see Reconcile). That
 	// write wakes the next round once the cache has it; the timer is only a safety net.
 	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 }
@@ -610,11 +623,13 @@ func (r *Reconciler) drain(ctx context.Context, m *expv1.RedfishMaintenance, hos
 		r.waiting(m, DrainingReason, "Host %s is claimed by Machine %s, which did not approve this maintenance: waiting for it to be released (delete it to proceed)", host.Name, machine.Name)
 		return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, nil
 	default:
-		r.announceOnNode(ctx, m, machine, false, true)
 		if err := r.Client.Delete(ctx, machine); client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, err
 		}
 		r.event(m, "MachineDeleted", "deleted Machine %s so CAPI drains it and its MachineSet replaces it", machine.Name)
+		// Told on the Node once CAPI has started (its drain's cordon comes a moment later): the
+		// Node's write no longer delays the drain of every wave.
+		r.announceOnNode(ctx, m, machine, false, true)
 	}
 	switch released := host.Status.Claim == nil && host.Status.State == infrav1.HostStateAvailable; {
 	case reuse && !released && waitingForHook(machine, m) && host.Status.State != infrav1.HostStateProvisioned:

@@ -80,6 +80,9 @@ func TestBenchmarkSmallFleet(t *testing.T) {
 	} else if st := mf.Stages; st.FirstStartSeconds == nil || st.TailSeconds == nil || *st.FirstStartSeconds <= 0 || *st.TailSeconds < 0 ||
 		*st.FirstStartSeconds+*st.TailSeconds >= maint.WallSeconds {
 		t.Errorf("maintenance stages %+v of a %.1fs phase: want its first start and tail within it", st, maint.WallSeconds)
+	} else if st.ToMachineDeletion.Median <= 0 || st.ReleasedToInMaintenance.Median <= 0 ||
+		st.ToMachineDeletion.Max+st.ReleasedToInMaintenance.Max >= maint.WallSeconds {
+		t.Errorf("maintenance stages %+v: want the maintenance's own rounds (Draining → Machine deletion, released → InMaintenance) measured, each within the phase", st)
 	}
 	if s := maint.Split; s == nil || s.Deleted != hosts || s.Machines != hosts {
 		t.Errorf("maintenance split %+v: want each of the %d maintained hosts' Machines replaced", s, hosts)

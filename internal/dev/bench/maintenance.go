@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,7 +31,7 @@ func (r *run) maintain(ctx context.Context) error {
 	m := min(100, r.o.Hosts)
 	maxU := max(1, m/10)
 	var hosts []string
-	tech := &technician{r: r, taskTime: r.o.TaskTime, seen: map[string]*maintenanceTimes{}}
+	tech := &technician{r: r, taskTime: r.o.TaskTime, seen: map[string]*maintenanceTimes{}, wake: make(chan struct{}, 1)}
 	// The setup a platform team has in place before a rollout (the policy and the labels that
 	// select its hosts, the MachineDeployment's maxUnavailable) is not timed: the phase starts
 	// with the maintenances' creation.
@@ -50,6 +51,11 @@ func (r *run) maintain(ctx context.Context) error {
 		go tech.run(ctx)
 		return nil
 	}
+	unwatch, err := tech.watch(ctx)
+	if err != nil {
+		return err
+	}
+	defer unwatch()
 	techCtx, stopTech := context.WithCancel(ctx)
 	defer stopTech()
 	done := func(ctx context.Context) (bool, error) {
@@ -131,13 +137,14 @@ func (r *run) maintenanceSetup(ctx context.Context, m, maxU int, hosts *[]string
 		Spec: expv1.RedfishMaintenancePolicySpec{MaxUnavailable: &budget, HostSelector: &metav1.LabelSelector{MatchLabels: map[string]string{maintainLabel: "true"}}}})
 }
 
-// technician completes each maintenance TaskTime after it reached InMaintenance with its host off.
+// technician completes each maintenance TaskTime after it saw it InMaintenance with its host off.
 type technician struct {
 	r        *run
 	taskTime time.Duration
 	mu       sync.Mutex
 	peak     int // most maintenances draining or in maintenance at once
 	seen     map[string]*maintenanceTimes
+	wake     chan struct{} // a maintenance or a host changed (watch)
 }
 
 // maintenanceTimes are when the technician first saw a maintenance reach each stage.
@@ -146,7 +153,8 @@ type maintenanceTimes struct {
 }
 
 // stages splits each maintenance's life into the stretches the wave time is made of (the
-// technician looks every 100 ms, so each is known to within that).
+// technician looks on every change of a maintenance or a host, so each is known to within the
+// cache's delay).
 func (t *technician) stages(f *MaintenanceFigures, maxU int, start, end time.Time) {
 	var drain, held, done, draining []time.Duration
 	var starts, ends []time.Time
@@ -179,7 +187,9 @@ func (t *technician) stages(f *MaintenanceFigures, maxU int, start, end time.Tim
 	for i := 0; i+maxU < len(starts) && i < len(ends); i++ {
 		draining = append(draining, starts[i+maxU].Sub(ends[i]))
 	}
-	f.Stages = &MaintenanceStages{Maintenances: n, Drain: summarize(drain), HeldOff: summarize(held), Complete: summarize(done), NextStart: summarize(draining)}
+	toDeletion, toInMaintenance := t.r.tl.maintenanceRounds()
+	f.Stages = &MaintenanceStages{Maintenances: n, Drain: summarize(drain), HeldOff: summarize(held), Complete: summarize(done), NextStart: summarize(draining),
+		ToMachineDeletion: summarize(toDeletion), ReleasedToInMaintenance: summarize(toInMaintenance)}
 	if len(starts) > 0 && len(ends) > 0 {
 		f.Stages.FirstStartSeconds = ptr.To(starts[0].Sub(start).Seconds())
 		// (The phase's end may be seen a look before the technician sees the last completion.)
@@ -195,66 +205,113 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
+// watch wakes the technician on every change of a maintenance or a host, as a technician at the
+// rack would notice a server go dark: the task starts when the host is off, not at the next look.
+// The returned function removes the handlers.
+func (t *technician) watch(ctx context.Context) (func(), error) {
+	var stops []func()
+	for _, obj := range []client.Object{&expv1.RedfishMaintenance{}, &infrav1.RedfishHost{}} {
+		inf, err := t.r.cache.GetInformer(ctx, obj)
+		if err != nil {
+			return nil, err
+		}
+		poke := func() {
+			select {
+			case t.wake <- struct{}{}:
+			default:
+			}
+		}
+		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { poke() }, UpdateFunc: func(_, _ any) { poke() }, DeleteFunc: func(any) { poke() },
+		})
+		if err != nil {
+			return nil, err
+		}
+		stops = append(stops, func() { _ = inf.RemoveEventHandler(reg) })
+	}
+	return func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}, nil
+}
+
+// run looks at the maintenances whenever one or a host changed (at least every 100 ms), and when
+// the next task is due.
 func (t *technician) run(ctx context.Context) {
+	next := 100 * time.Millisecond
 	for {
+		timer := time.NewTimer(next)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return
-		case <-time.After(100 * time.Millisecond):
+		case <-t.wake:
+		case <-timer.C:
 		}
-		list := &expv1.RedfishMaintenanceList{}
-		if err := t.r.cache.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		timer.Stop()
+		next = t.look(ctx)
+	}
+}
+
+// look records the stages seen, completes each task that is due, and says when to look again at
+// the latest (the next task due, or 100 ms).
+func (t *technician) look(ctx context.Context) time.Duration {
+	next := 100 * time.Millisecond
+	list := &expv1.RedfishMaintenanceList{}
+	if err := t.r.cache.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return next
+	}
+	out := 0
+	now := time.Now()
+	t.mu.Lock()
+	for i := range list.Items {
+		mt := &list.Items[i]
+		seen := t.seen[mt.Name]
+		if seen == nil {
+			seen = &maintenanceTimes{}
+			t.seen[mt.Name] = seen
+		}
+		switch mt.Status.Stage {
+		case expv1.StageCompleted:
+			setOnce(&seen.completed, now)
+		case expv1.StageInMaintenance:
+			setOnce(&seen.inMaintenance, now)
+		case expv1.StageDraining:
+			setOnce(&seen.draining, now)
+		}
+	}
+	t.mu.Unlock()
+	for i := range list.Items {
+		mt := &list.Items[i]
+		if mt.Status.Stage == expv1.StageDraining || mt.Status.Stage == expv1.StageInMaintenance {
+			out++
+		}
+		if mt.Status.Stage != expv1.StageInMaintenance || mt.Spec.Complete {
 			continue
 		}
-		out := 0
-		now := time.Now()
-		t.mu.Lock()
-		for i := range list.Items {
-			mt := &list.Items[i]
-			seen := t.seen[mt.Name]
-			if seen == nil {
-				seen = &maintenanceTimes{}
-				t.seen[mt.Name] = seen
-			}
-			switch mt.Status.Stage {
-			case expv1.StageCompleted:
-				setOnce(&seen.completed, now)
-			case expv1.StageInMaintenance:
-				setOnce(&seen.inMaintenance, now)
-			case expv1.StageDraining:
-				setOnce(&seen.draining, now)
-			}
+		h := &infrav1.RedfishHost{}
+		if t.r.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: mt.Spec.HostName}, h) != nil || h.Status.PowerState != "Off" {
+			continue
 		}
+		t.mu.Lock()
+		setOnce(&t.seen[mt.Name].heldOff, time.Now())
+		since := t.seen[mt.Name].heldOff
 		t.mu.Unlock()
-		for i := range list.Items {
-			mt := &list.Items[i]
-			if mt.Status.Stage == expv1.StageDraining || mt.Status.Stage == expv1.StageInMaintenance {
-				out++
-			}
-			if mt.Status.Stage != expv1.StageInMaintenance || mt.Spec.Complete {
-				continue
-			}
-			h := &infrav1.RedfishHost{}
-			if t.r.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: mt.Spec.HostName}, h) != nil || h.Status.PowerState != "Off" {
-				continue
-			}
+		if left := t.taskTime - time.Since(since); left > 0 {
+			next = min(next, left)
+			continue
+		}
+		patch := client.MergeFrom(mt.DeepCopy())
+		mt.Spec.Complete = true
+		if t.r.c.Patch(ctx, mt, patch) == nil { // an error: the next look tries again
 			t.mu.Lock()
-			setOnce(&t.seen[mt.Name].heldOff, time.Now())
-			since := t.seen[mt.Name].heldOff
+			setOnce(&t.seen[mt.Name].completeSent, time.Now())
 			t.mu.Unlock()
-			if time.Since(since) < t.taskTime {
-				continue
-			}
-			patch := client.MergeFrom(mt.DeepCopy())
-			mt.Spec.Complete = true
-			if t.r.c.Patch(ctx, mt, patch) == nil { // an error: the next look tries again
-				t.mu.Lock()
-				setOnce(&t.seen[mt.Name].completeSent, time.Now())
-				t.mu.Unlock()
-			}
 		}
-		t.mu.Lock()
-		t.peak = max(t.peak, out)
-		t.mu.Unlock()
 	}
+	t.mu.Lock()
+	t.peak = max(t.peak, out)
+	t.mu.Unlock()
+	return next
 }

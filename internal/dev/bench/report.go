@@ -116,6 +116,11 @@ type MaintenanceStages struct {
 	// Drain: Draining → InMaintenance (CAPI drains and deletes the Machine, the host powers off,
 	// is erased and released).
 	Drain stat `json:"drain"`
+	// Of the drain, the maintenance controller's own rounds (from the informers' times):
+	// ToMachineDeletion, Draining → the Machine's deletion requested; ReleasedToInMaintenance,
+	// the host erased and released → InMaintenance.
+	ToMachineDeletion       stat `json:"toMachineDeletion"`
+	ReleasedToInMaintenance stat `json:"releasedToInMaintenance"`
 	// HeldOff: InMaintenance → the host seen held off (the technician starts the task).
 	HeldOff stat `json:"heldOff"`
 	// Complete: spec.complete set → Completed (the host handed back).
@@ -236,6 +241,8 @@ func (r *Report) WriteTable(w io.Writer) {
 					s    stat
 				}{
 					{"  Draining → InMaintenance (drain, Machine deleted, host off, erased, released)", st.Drain},
+					{"    maintenance round: Draining → Machine deletion requested", st.ToMachineDeletion},
+					{"    maintenance round: host erased and released → InMaintenance", st.ReleasedToInMaintenance},
 					{"  InMaintenance → host seen held off (task starts)", st.HeldOff},
 					{"  spec.complete → Completed", st.Complete},
 					{"  a maintenance Completed → the next one Draining in its place (gate, MachineDeployment share)", st.NextStart},

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/simulator"
 )
 
@@ -25,6 +26,15 @@ type timeline struct {
 	machines map[string]*machineTimes // by RedfishMachine name (= Machine name for MachineSets)
 	boots    map[string][]boot        // server ID → boots
 	holder   map[string]string        // host → the machine whose claim it last carried
+	// maintenances: when each RedfishMaintenance was first seen Draining and InMaintenance, and
+	// the Machine it drains (by name).
+	maintenances map[string]*maintenanceSeen
+}
+
+// maintenanceSeen is when the informer first delivered a maintenance in a stage.
+type maintenanceSeen struct {
+	machine                 string
+	draining, inMaintenance time.Time
 }
 
 type machineTimes struct {
@@ -38,7 +48,7 @@ type machineTimes struct {
 }
 
 func newTimeline() *timeline {
-	return &timeline{machines: map[string]*machineTimes{}, boots: map[string][]boot{}, holder: map[string]string{}}
+	return &timeline{machines: map[string]*machineTimes{}, boots: map[string][]boot{}, holder: map[string]string{}, maintenances: map[string]*maintenanceSeen{}}
 }
 
 func (t *timeline) machine(name string) *machineTimes {
@@ -117,6 +127,29 @@ func (t *timeline) watch(ctx context.Context, c cache.Cache, fleet *simulator.Fl
 				if h.Status.PowerState == "Off" {
 					setOnce(&mt.off, now)
 				}
+			}
+		},
+		&expv1.RedfishMaintenance{}: func(obj any) {
+			m, ok := obj.(*expv1.RedfishMaintenance)
+			if !ok {
+				return
+			}
+			now := time.Now()
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			ms := t.maintenances[m.Name]
+			if ms == nil {
+				ms = &maintenanceSeen{}
+				t.maintenances[m.Name] = ms
+			}
+			if ms.machine == "" {
+				ms.machine = m.Status.Machine
+			}
+			switch m.Status.Stage {
+			case expv1.StageDraining:
+				setOnce(&ms.draining, now)
+			case expv1.StageInMaintenance:
+				setOnce(&ms.inMaintenance, now)
 			}
 		},
 		&corev1.Node{}: func(obj any) {
@@ -262,4 +295,25 @@ func (t *timeline) split(from, to time.Time, floorPerMachine time.Duration) spli
 	return split{Machines: n, Created: summarize(created), WaitForHost: summarize(wait), Provider: summarize(prov), ProviderOverhead: summarize(over),
 		PoweredOn: summarize(on), PowerOnSent: summarize(sent), NodeToRunning: summarize(run), Deleted: len(del), Deletion: summarize(del),
 		DeletionSteps: len(toInfra), ToInfraDeletion: summarize(toInfra), ToRelease: summarize(toRelease), ToOff: summarize(toOff), ToFree: summarize(toFree), ToGone: summarize(toGone)}
+}
+
+// maintenanceRounds are the maintenance controller's own stretches of Draining → InMaintenance,
+// from the informers' times: Draining → its Machine's deletion requested (the round after the
+// start deletes it), and the host erased and released → InMaintenance (the round that sees it).
+func (t *timeline) maintenanceRounds() (toDeletion, toInMaintenance []time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, ms := range t.maintenances {
+		mt := t.machines[ms.machine]
+		if ms.machine == "" || mt == nil {
+			continue
+		}
+		if !ms.draining.IsZero() && !mt.deleting.IsZero() {
+			toDeletion = append(toDeletion, mt.deleting.Sub(ms.draining))
+		}
+		if !ms.inMaintenance.IsZero() && !mt.free.IsZero() {
+			toInMaintenance = append(toInMaintenance, ms.inMaintenance.Sub(mt.free))
+		}
+	}
+	return toDeletion, toInMaintenance
 }
