@@ -57,11 +57,17 @@ func (v *Maintenance) ValidateCreate(ctx context.Context, m *expv1.RedfishMainte
 // conflictingMode refuses a maintenance whose mode contradicts one that is under way on the same
 // host: Reuse gives the host back to its Machine's owner, Replace does not. Only the host's
 // maintenances are read (the CRD's selectable field spec.hostName): a hundred maintenances
-// created at once would otherwise each read every other from the API server.
+// created at once would otherwise each read every other from the API server. An API server that
+// refuses the selector (older than Kubernetes v1.31, CustomResourceFieldSelectors off, the CRD not
+// yet updated) is asked for the namespace's maintenances instead: creates must not stop there.
 func conflictingMode(ctx context.Context, reader client.Reader, m *expv1.RedfishMaintenance) error {
 	list := &expv1.RedfishMaintenanceList{}
-	if err := reader.List(ctx, list, client.InNamespace(m.Namespace),
-		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector(maintenance.HostField, m.Spec.HostName)}); err != nil {
+	err := reader.List(ctx, list, client.InNamespace(m.Namespace),
+		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector(maintenance.HostField, m.Spec.HostName)})
+	if apierrors.IsBadRequest(err) {
+		err = reader.List(ctx, list, client.InNamespace(m.Namespace))
+	}
+	if err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("listing maintenances: %w", err))
 	}
 	mode := m.Spec.Mode

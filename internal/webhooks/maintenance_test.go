@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -182,5 +183,42 @@ func TestAMaintenanceCreateReadsOnlyItsHostsMaintenances(t *testing.T) {
 	}
 	if apiServer.read != 1 {
 		t.Errorf("the webhook read %d maintenances from the API server for one create, want only the host's 1", apiServer.read)
+	}
+}
+
+// refusesHostSelector is an API server that does not offer spec.hostName as a field selector
+// (older than Kubernetes v1.31, the CustomResourceFieldSelectors feature off, or the CRD not yet
+// updated).
+type refusesHostSelector struct{ client.Client }
+
+func (c refusesHostSelector) List(ctx context.Context, l client.ObjectList, opts ...client.ListOption) error {
+	lo := &client.ListOptions{}
+	lo.ApplyOptions(opts)
+	if lo.FieldSelector != nil && !lo.FieldSelector.Empty() {
+		return apierrors.NewBadRequest("field label not supported: " + maintenancectrl.HostField)
+	}
+	return c.Client.List(ctx, l, opts...)
+}
+
+// Where the API server refuses the field selector, the mode check reads the namespace's
+// maintenances instead: maintenances are still created and a contradicting mode still refused.
+func TestAMaintenanceIsCheckedWhereTheAPIServerRefusesTheHostSelector(t *testing.T) {
+	s := scheme(t)
+	if err := expv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	reuse := &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "reuse"},
+		Spec:   expv1.RedfishMaintenanceSpec{HostName: "h", Reason: "r", Requestor: "q", Mode: expv1.Reuse, Tasks: []expv1.MaintenanceTask{{PowerOffAndHold: &expv1.PowerOffAndHold{}}}},
+		Status: expv1.RedfishMaintenanceStatus{Stage: expv1.StageDraining}}
+	v := &Maintenance{Reader: refusesHostSelector{fake.NewClientBuilder().WithScheme(s).WithObjects(reuse).Build()}}
+	replace := func(host string) *expv1.RedfishMaintenance {
+		return &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "replace-" + host},
+			Spec: expv1.RedfishMaintenanceSpec{HostName: host, Reason: "r", Requestor: "q", Tasks: []expv1.MaintenanceTask{{PowerOffAndHold: &expv1.PowerOffAndHold{}}}}}
+	}
+	if _, err := v.ValidateCreate(t.Context(), replace("other")); err != nil {
+		t.Errorf("a maintenance of a free host: %v, want it admitted", err)
+	}
+	if _, err := v.ValidateCreate(t.Context(), replace("h")); err == nil || !strings.Contains(err.Error(), "under way in mode Reuse") {
+		t.Errorf("a Replace maintenance of a host under a Reuse one: %v, want it refused", err)
 	}
 }

@@ -233,16 +233,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	read := m.ResourceVersion
 	defer func() {
-		if m.ResourceVersion != read {
-			// The round stored the maintenance whole (start: the gate's write, which must land
-			// under the gate's lock) and changed nothing after. Patching again from the copy read
-			// before wrote the same status twice, and the conditions patch, reading the cache
-			// still without that write, conflicted and slept 100-200 ms before each retry while
-			// the next round (the Machine's deletion) waited for this one.
-			return
-		}
 		// This controller alone sets the maintenance's conditions: a round that read the
 		// maintenance from a cache a moment behind its own last write is no conflict.
 		if err := helper.Patch(ctx, m, patch.WithOwnedConditions{Conditions: []string{infrav1.ReadyCondition, clusterv1.PausedCondition}}); err != nil {
@@ -285,7 +276,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if r.timedOut(m) {
 		return ctrl.Result{}, nil
 	}
-	return r.advance(ctx, m, host)
+	// A round that stores the maintenance itself (start: the gate's write, which must land under
+	// the gate's lock) patches, at its end, only what changed after: patching from the copy read
+	// before wrote the same status again, and the conditions patch, re-reading the cache still
+	// without that write, conflicted and slept 100-200 ms before each retry while the next round
+	// (the Machine's deletion) waited for this one.
+	stored := func() {
+		if h, err := patch.NewHelper(m, r.Client); err == nil {
+			helper = h
+		}
+	}
+	return r.advance(ctx, m, host, stored)
 }
 
 // read returns the maintenance as this controller last left it, or newer (fresh.ErrStale while
@@ -299,7 +300,8 @@ func (r *Reconciler) read(ctx context.Context, key types.NamespacedName, m *expv
 }
 
 // advance moves the maintenance as far forward as it can go now.
-func (r *Reconciler) advance(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost) (ctrl.Result, error) {
+// stored is called once the round has written m itself.
+func (r *Reconciler) advance(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, stored func()) (ctrl.Result, error) {
 	if host == nil {
 		r.enter(m, expv1.StageCancelled)
 		r.event(m, "Cancelled", "the host %s was deleted", m.Spec.HostName)
@@ -360,7 +362,7 @@ func (r *Reconciler) advance(ctx context.Context, m *expv1.RedfishMaintenance, h
 		r.waiting(m, WaitingForApprovalReason, "Waiting for the owner of Machine %s to approve on RedfishMachine %s (spec.maintenanceApprovals: name %s, uid %s)", m.Status.Machine, rm.Name, m.Name, m.UID)
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	case expv1.StageApproved:
-		return r.start(ctx, m, host, machine)
+		return r.start(ctx, m, host, machine, stored)
 	case expv1.StageDraining:
 		return r.drain(ctx, m, host, rm, machine)
 	case expv1.StageInMaintenance:
@@ -397,7 +399,7 @@ func (r *Reconciler) approve(m *expv1.RedfishMaintenance, by, format string, arg
 }
 
 // start passes the gate (windows, budget, rollouts) and has CAPI drain the Machine.
-func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, machine *clusterv1.Machine) (ctrl.Result, error) {
+func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, machine *clusterv1.Machine, stored func()) (ctrl.Result, error) {
 	// Each check below reads the cache; a rollout's pass is confirmed from the API server, and
 	// the gate's under its lock (see cacheHasStarts): a maintenance waiting for a rollout or the
 	// budget costs the API server nothing, and one that passes cannot have missed a rollout or a
@@ -468,14 +470,15 @@ func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, hos
 		m.Status = *saved
 		return retryOnConflict(err)
 	}
+	stored()
 	if keep {
 		r.event(m, "InMaintenance", "started within the budget; host %s keeps serving Machine %s (BMC update only)", host.Name, m.Status.Machine)
 	} else {
 		r.event(m, "Draining", "started within the budget; CAPI drains Machine %s", m.Status.Machine)
 	}
-	// The next round drains, from the status just written: nothing of m changes after that write
-	// in this round (the end of the round writes nothing once it is stored: see Reconcile). That
-	// write wakes the next round once the cache has it; the timer is only a safety net.
+	// The next round drains, from the status just written (the end of this one writes only what
+	// changes after it: see Reconcile). That write wakes the next round once the cache has it;
+	// the timer is only a safety net.
 	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 }
 
@@ -616,7 +619,13 @@ func (r *Reconciler) drain(ctx context.Context, m *expv1.RedfishMaintenance, hos
 		}
 	}
 	switch {
-	case machine == nil || !machine.DeletionTimestamp.IsZero():
+	case machine == nil:
+	case !machine.DeletionTimestamp.IsZero():
+		if string(machine.UID) == m.Status.MachineUID {
+			// Told again while CAPI drains (a write only when the Node lacks it): the round
+			// that deleted the Machine tells it best effort, and may not have reached the cluster.
+			r.announceOnNode(ctx, m, machine, false, true)
+		}
 	case string(machine.UID) != m.Status.MachineUID:
 		// Another Machine claimed the host after the approval (a race with the claim, or the host
 		// changed hands): its owner approved nothing, so it is never deleted here.

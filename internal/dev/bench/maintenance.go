@@ -144,7 +144,7 @@ type technician struct {
 	mu       sync.Mutex
 	peak     int // most maintenances draining or in maintenance at once
 	seen     map[string]*maintenanceTimes
-	wake     chan struct{} // a maintenance or a host changed (watch)
+	wake     chan struct{} // a maintenance's stage or a host's power changed (watch)
 }
 
 // maintenanceTimes are when the technician first saw a maintenance reach each stage.
@@ -153,8 +153,8 @@ type maintenanceTimes struct {
 }
 
 // stages splits each maintenance's life into the stretches the wave time is made of (the
-// technician looks on every change of a maintenance or a host, so each is known to within the
-// cache's delay).
+// technician looks on every change of a maintenance's stage or a host's power, so each is known
+// to within the cache's delay).
 func (t *technician) stages(f *MaintenanceFigures, maxU int, start, end time.Time) {
 	var drain, held, done, draining []time.Duration
 	var starts, ends []time.Time
@@ -205,39 +205,59 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// watch wakes the technician on every change of a maintenance or a host, as a technician at the
-// rack would notice a server go dark: the task starts when the host is off, not at the next look.
-// The returned function removes the handlers.
+// watch wakes the technician when a maintenance changes stage or completion, or a host its power
+// state, as a technician at the rack would notice a server go dark: the task starts when the host
+// is off, not at the next look. The returned function removes the handlers.
 func (t *technician) watch(ctx context.Context) (func(), error) {
 	var stops []func()
-	for _, obj := range []client.Object{&expv1.RedfishMaintenance{}, &infrav1.RedfishHost{}} {
+	stop := func() {
+		for _, s := range stops {
+			s()
+		}
+	}
+	poke := func() {
+		select {
+		case t.wake <- struct{}{}:
+		default:
+		}
+	}
+	moved := map[client.Object]func(before, after any) bool{
+		&expv1.RedfishMaintenance{}: func(before, after any) bool {
+			b, ok1 := before.(*expv1.RedfishMaintenance)
+			a, ok2 := after.(*expv1.RedfishMaintenance)
+			return !ok1 || !ok2 || b.Status.Stage != a.Status.Stage || b.Spec.Complete != a.Spec.Complete
+		},
+		&infrav1.RedfishHost{}: func(before, after any) bool {
+			b, ok1 := before.(*infrav1.RedfishHost)
+			a, ok2 := after.(*infrav1.RedfishHost)
+			return !ok1 || !ok2 || b.Status.PowerState != a.Status.PowerState
+		},
+	}
+	for obj, changed := range moved {
 		inf, err := t.r.cache.GetInformer(ctx, obj)
 		if err != nil {
+			stop()
 			return nil, err
 		}
-		poke := func() {
-			select {
-			case t.wake <- struct{}{}:
-			default:
-			}
-		}
 		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc: func(any) { poke() }, UpdateFunc: func(_, _ any) { poke() }, DeleteFunc: func(any) { poke() },
+			AddFunc: func(any) { poke() },
+			UpdateFunc: func(before, after any) {
+				if changed(before, after) {
+					poke()
+				}
+			},
 		})
 		if err != nil {
+			stop()
 			return nil, err
 		}
 		stops = append(stops, func() { _ = inf.RemoveEventHandler(reg) })
 	}
-	return func() {
-		for _, stop := range stops {
-			stop()
-		}
-	}, nil
+	return stop, nil
 }
 
-// run looks at the maintenances whenever one or a host changed (at least every 100 ms), and when
-// the next task is due.
+// run looks at the maintenances whenever one changed stage or a host its power (at least every
+// 100 ms), and when the next task is due.
 func (t *technician) run(ctx context.Context) {
 	next := 100 * time.Millisecond
 	for {

@@ -29,9 +29,12 @@ type timeline struct {
 	// maintenances: when each RedfishMaintenance was first seen Draining and InMaintenance, and
 	// the Machine it drains (by name).
 	maintenances map[string]*maintenanceSeen
+	infraOf      map[string]string // Machine name → its RedfishMachine's (the machines' key)
 }
 
-// maintenanceSeen is when the informer first delivered a maintenance in a stage.
+// maintenanceSeen is when the informer first delivered a maintenance in a stage. (The informers of
+// maintenances and Machines deliver apart: a stretch between the two is known to within their
+// delays.)
 type maintenanceSeen struct {
 	machine                 string
 	draining, inMaintenance time.Time
@@ -48,7 +51,7 @@ type machineTimes struct {
 }
 
 func newTimeline() *timeline {
-	return &timeline{machines: map[string]*machineTimes{}, boots: map[string][]boot{}, holder: map[string]string{}, maintenances: map[string]*maintenanceSeen{}}
+	return &timeline{machines: map[string]*machineTimes{}, boots: map[string][]boot{}, holder: map[string]string{}, maintenances: map[string]*maintenanceSeen{}, infraOf: map[string]string{}}
 }
 
 func (t *timeline) machine(name string) *machineTimes {
@@ -82,6 +85,7 @@ func (t *timeline) watch(ctx context.Context, c cache.Cache, fleet *simulator.Fl
 			now := time.Now()
 			t.mu.Lock()
 			defer t.mu.Unlock()
+			t.infraOf[m.Name] = m.Spec.InfrastructureRef.Name
 			mt := t.machine(m.Spec.InfrastructureRef.Name)
 			setOnce(&mt.created, now)
 			if m.Status.Phase == string(clusterv1.MachinePhaseRunning) && m.Status.NodeRef.IsDefined() {
@@ -304,7 +308,7 @@ func (t *timeline) maintenanceRounds() (toDeletion, toInMaintenance []time.Durat
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, ms := range t.maintenances {
-		mt := t.machines[ms.machine]
+		mt := t.machines[t.infraOf[ms.machine]]
 		if ms.machine == "" || mt == nil {
 			continue
 		}
