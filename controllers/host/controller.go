@@ -26,7 +26,6 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
-	"sigs.k8s.io/cluster-api/util/patch"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,6 +35,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/caprf/cluster-api-provider-redfish/internal/onepatch"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
@@ -263,19 +264,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			return ctrl.Result{}, err
 		}
 	}
-	helper, err := patch.NewHelper(host, r.Client)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	// Only this controller sets a host's conditions: a round's status, conditions included, is
+	// one write (internal/onepatch).
+	helper := onepatch.New(host, r.Client)
 	if notPaused != nil {
 		conditions.Set(host, *notPaused) // a new host: with the round's write
 	}
 	write := func() error {
 		r.updateReady(host)
-		return helper.Patch(ctx, host, patch.WithOwnedConditions{Conditions: []string{
-			infrav1.ReadyCondition, infrav1.BMCReachableCondition, infrav1.InspectedCondition, infrav1.PausedCondition, infrav1.CleanedCondition,
-			infrav1.BootPreparedCondition,
-		}})
+		return helper.Patch(ctx, host)
 	}
 	defer func() {
 		if host.DeletionTimestamp.IsZero() || controllerutil.ContainsFinalizer(host, Finalizer) {
@@ -309,8 +306,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			return err
 		}
 		// What the round changes from here on is written at its end, as usual.
-		helper, err = patch.NewHelper(host, r.Client)
-		return err
+		helper = onepatch.New(host, r.Client)
+		return nil
 	}}
 	res, err := r.handlers()[stateOf(host)](ctx, s)
 	res = r.followTransition(req.NamespacedName, s, res)

@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
-	"sigs.k8s.io/cluster-api/util/patch"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +32,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/caprf/cluster-api-provider-redfish/internal/onepatch"
 
 	"github.com/go-logr/logr"
 
@@ -229,14 +230,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	helper, err := patch.NewHelper(m, r.Client)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	// This controller alone sets the maintenance's conditions: a round's status, conditions
+	// included, is one write (internal/onepatch).
+	helper := onepatch.New(m, r.Client)
 	defer func() {
-		// This controller alone sets the maintenance's conditions: a round that read the
-		// maintenance from a cache a moment behind its own last write is no conflict.
-		if err := helper.Patch(ctx, m, patch.WithOwnedConditions{Conditions: []string{infrav1.ReadyCondition, clusterv1.PausedCondition}}); err != nil {
+		if err := helper.Patch(ctx, m); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
 	}()
@@ -278,14 +276,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	// A round that stores the maintenance itself (start: the gate's write, which must land under
 	// the gate's lock) patches, at its end, only what changed after: patching from the copy read
-	// before wrote the same status again, and the conditions patch, re-reading the cache still
-	// without that write, conflicted and slept 100-200 ms before each retry while the next round
-	// (the Machine's deletion) waited for this one.
-	stored := func() {
-		if h, err := patch.NewHelper(m, r.Client); err == nil {
-			helper = h
-		}
-	}
+	// before wrote the same status again (and, through CAPI's patch helper, whose conditions
+	// patch re-read the cache still without that write, conflicted and slept 100-200 ms before
+	// each retry while the next round, the Machine's deletion, waited for this one).
+	stored := func() { helper = onepatch.New(m, r.Client) }
 	return r.advance(ctx, m, host, stored)
 }
 

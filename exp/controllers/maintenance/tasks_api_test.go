@@ -605,3 +605,27 @@ func TestTheRoundThatStartsAMaintenanceWritesItOnce(t *testing.T) {
 		t.Errorf("after the start round: stage %s, %d status writes (%s); want Draining, written once", got.Status.Stage, writes, took)
 	}
 }
+
+// A round that moves a maintenance on writes its stage and its conditions in one status write
+// (internal/onepatch): CAPI's patch helper wrote the conditions apart, a second update for the
+// API server and a second event for every watcher per stage.
+func TestAStageAndItsConditionsAreOneWrite(t *testing.T) {
+	host := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h"}}
+	host.Status.State = infrav1.HostStateAvailable
+	host.Status.Conditions = []metav1.Condition{{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason}}
+	m := &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", Finalizers: []string{Finalizer}},
+		Spec: expv1.RedfishMaintenanceSpec{HostName: "h", Policy: expv1.Enforced, Tasks: []expv1.MaintenanceTask{{PowerOffAndHold: &expv1.PowerOffAndHold{}}}}}
+	api := apiWorld(t, host, m)
+	writes := 0
+	r := &Reconciler{Client: statusWrites{Client: api, n: &writes}, APIReader: api, PollInterval: time.Second, Now: time.Now}
+	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(m)}); err != nil {
+		t.Fatalf("the first round: %v", err)
+	}
+	got := &expv1.RedfishMaintenance{}
+	if err := api.Get(t.Context(), client.ObjectKeyFromObject(m), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Stage == "" || len(got.Status.Conditions) == 0 || writes != 1 {
+		t.Errorf("after the first round: stage %q, conditions %v, %d status writes; want a stage and its conditions, written once", got.Status.Stage, got.Status.Conditions, writes)
+	}
+}

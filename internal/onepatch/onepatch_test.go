@@ -1,0 +1,141 @@
+package onepatch
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+)
+
+// writes records each write's kind and body.
+type writes struct {
+	client.Client
+	log []string
+}
+
+func (w *writes) Patch(ctx context.Context, o client.Object, p client.Patch, opts ...client.PatchOption) error {
+	data, _ := p.Data(o)
+	w.log = append(w.log, "patch "+string(data))
+	return w.Client.Patch(ctx, o, p, opts...)
+}
+
+func (w *writes) Status() client.SubResourceWriter { return &statusWrites{w.Client.Status(), w} }
+
+type statusWrites struct {
+	client.SubResourceWriter
+	w *writes
+}
+
+func (s *statusWrites) Patch(ctx context.Context, o client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+	data, _ := p.Data(o)
+	s.w.log = append(s.w.log, "status "+string(data))
+	return s.SubResourceWriter.Patch(ctx, o, p, opts...)
+}
+
+func setup(t *testing.T) (*writes, *infrav1.RedfishHost) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := infrav1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	h := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", Finalizers: []string{"f"}}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(h).WithStatusSubresource(&infrav1.RedfishHost{}).Build()
+	read := &infrav1.RedfishHost{}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(h), read); err != nil {
+		t.Fatal(err)
+	}
+	return &writes{Client: c}, read
+}
+
+// A round that changes a state and its conditions writes them in one status patch; the object
+// held is not overwritten by the API server's answer.
+func TestARoundsStatusAndConditionsAreOneWrite(t *testing.T) {
+	c, h := setup(t)
+	helper := New(h, c)
+	h.Status.State = infrav1.HostStateAvailable
+	conditions.Set(h, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "Ready"})
+	rv := h.ResourceVersion
+	if err := helper.Patch(t.Context(), h); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.log) != 1 || c.log[0][:7] != "status " {
+		t.Fatalf("writes %q, want one status patch", c.log)
+	}
+	var body map[string]map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(c.log[0][len("status "):]), &body); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := body["status"]["conditions"]; !ok || len(body) != 1 {
+		t.Errorf("status patch %s, want the status alone, its conditions in it", c.log[0])
+	}
+	if h.ResourceVersion != rv {
+		t.Errorf("the object held was overwritten (resourceVersion %s, was %s)", h.ResourceVersion, rv)
+	}
+	stored := &infrav1.RedfishHost{}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(h), stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored.Status.State != infrav1.HostStateAvailable || !conditions.IsTrue(stored, infrav1.ReadyCondition) {
+		t.Errorf("stored state %q, conditions %v", stored.Status.State, stored.Status.Conditions)
+	}
+}
+
+// Metadata and spec go in a patch of their own (the status subresource ignores them), a round
+// that changed nothing writes nothing, and a status field someone else wrote since the read is
+// kept when the round did not change it.
+func TestASpecChangeIsItsOwnPatchAndOthersStatusFieldsAreKept(t *testing.T) {
+	c, h := setup(t)
+	if err := New(h, c).Patch(t.Context(), h); err != nil || len(c.log) != 0 {
+		t.Fatalf("an unchanged object: writes %q, err %v; want none", c.log, err)
+	}
+	other := h.DeepCopy()
+	other.Status.Claim = &infrav1.HostClaim{Consumer: infrav1.ObjectRef{Name: "m1"}}
+	if err := c.Status().Update(t.Context(), other); err != nil {
+		t.Fatal(err)
+	}
+	c.log = nil
+	helper := New(h, c) // the copy read before the claim
+	h.Labels = map[string]string{"a": "b"}
+	h.Status.State = infrav1.HostStateAvailable
+	if err := helper.Patch(t.Context(), h); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.log) != 2 || c.log[0] != `patch {"metadata":{"labels":{"a":"b"}}}` || c.log[1] != `status {"status":{"state":"Available"}}` {
+		t.Errorf("writes %q, want the labels, then the state", c.log)
+	}
+	stored := &infrav1.RedfishHost{}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(h), stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored.Status.Claim == nil || stored.Labels["a"] != "b" || stored.Status.State != infrav1.HostStateAvailable {
+		t.Errorf("stored labels %v, claim %v, state %q; want all three", stored.Labels, stored.Status.Claim, stored.Status.State)
+	}
+}
+
+// A deleted object whose last finalizer the round removed is gone before its status is written:
+// not an error.
+func TestTheStatusOfAnObjectGoneWithItsLastFinalizerIsNotAnError(t *testing.T) {
+	c, h := setup(t)
+	if err := c.Delete(t.Context(), h.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(h), h); err != nil {
+		t.Fatal(err)
+	}
+	helper := New(h, c)
+	h.Finalizers = nil
+	h.Status.State = infrav1.HostStateDeprovisioning
+	if err := helper.Patch(t.Context(), h); err != nil {
+		t.Errorf("writing a host gone with its finalizer: %v", err)
+	}
+	if len(c.log) != 2 {
+		t.Errorf("writes %q, want the finalizer's, then the status tried", c.log)
+	}
+}
