@@ -1,6 +1,8 @@
 package machine
 
 import (
+	"fmt"
+
 	"context"
 	"errors"
 	"slices"
@@ -8,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -518,5 +522,61 @@ func TestANewMachineReadFromAStaleCacheLosesNoOtherFinalizer(t *testing.T) {
 	}
 	if !slices.Contains(gotRM.Finalizers, "example.com/backup") || gotHost.Status.Claim != nil {
 		t.Errorf("finalizers %v, host claim %+v; want the other finalizer kept and no claim this round", gotRM.Finalizers, gotHost.Status.Claim)
+	}
+}
+
+// The round that claims a host writes the machine's status, conditions included, once: CAPI's
+// patch helper wrote the conditions apart. The maintenance controller sets a condition of the
+// machine too (MaintenancePlanned): where it wrote the machine after the round read it, the
+// round's locked write fails and CAPI's helper merges both, so neither condition is lost.
+func TestAMachineRoundIsOneStatusWriteAndKeepsAConditionWrittenMeanwhile(t *testing.T) {
+	for _, meanwhile := range []bool{false, true} {
+		t.Run(fmt.Sprintf("maintenance announced meanwhile: %v", meanwhile), func(t *testing.T) {
+			var statusWrites []string
+			var c client.Client
+			announced := false
+			c, rm, _ := newMachineWorld(t, interceptor.Funcs{
+				SubResourcePatch: func(ctx context.Context, cw client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+					if _, ok := obj.(*infrav1.RedfishMachine); ok && meanwhile && !announced {
+						announced = true // the maintenance controller's write lands first
+						other := &infrav1.RedfishMachine{}
+						if err := cw.Get(ctx, client.ObjectKeyFromObject(obj), other); err != nil {
+							return err
+						}
+						before := other.DeepCopy()
+						conditions.Set(other, metav1.Condition{Type: infrav1.MaintenancePlannedCondition, Status: metav1.ConditionTrue, Reason: infrav1.MaintenanceAnnouncedReason})
+						if err := cw.Status().Patch(ctx, other, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+							return err
+						}
+					}
+					err := cw.Status().Patch(ctx, obj, p, opts...)
+					if _, ok := obj.(*infrav1.RedfishMachine); ok {
+						statusWrites = append(statusWrites, fmt.Sprint(apierrors.ReasonForError(err)))
+					}
+					return err
+				},
+			})
+			r := &Reconciler{Client: c, APIReader: c, ClusterCache: notConnected{}, PollInterval: 2 * time.Second}
+			if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rm)}); err != nil {
+				t.Fatal(err)
+			}
+			got := &infrav1.RedfishMachine{}
+			if err := c.Get(t.Context(), client.ObjectKeyFromObject(rm), got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.HostRef != "h1" || !conditions.IsTrue(got, infrav1.HostClaimedCondition) {
+				t.Errorf("hostRef %q, HostClaimed %v; want h1 claimed", got.Status.HostRef, conditions.Get(got, infrav1.HostClaimedCondition))
+			}
+			if meanwhile {
+				if !conditions.IsTrue(got, infrav1.MaintenancePlannedCondition) {
+					t.Errorf("conditions %v: the MaintenancePlanned condition written meanwhile was lost", got.Status.Conditions)
+				}
+				if len(statusWrites) < 2 || statusWrites[0] != string(metav1.StatusReasonConflict) {
+					t.Errorf("status writes %v; want the locked one refused, then CAPI's helper", statusWrites)
+				}
+			} else if len(statusWrites) != 1 {
+				t.Errorf("status writes %v; want one", statusWrites)
+			}
+		})
 	}
 }

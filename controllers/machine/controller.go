@@ -35,6 +35,7 @@ import (
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/claim"
 	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
+	"github.com/caprf/cluster-api-provider-redfish/internal/onepatch"
 	"github.com/caprf/cluster-api-provider-redfish/internal/pause"
 	"github.com/caprf/cluster-api-provider-redfish/internal/shutdown"
 )
@@ -292,8 +293,10 @@ func setNotReady(rm *infrav1.RedfishMachine, reason, msg string) {
 
 func klogRef(m *clusterv1.Machine) string { return m.Namespace + "/" + m.Name }
 
-// write stores what the round changed from read, through CAPI's patch helper, which writes the
-// conditions, then the spec and metadata, then the rest of the status. A changed spec (the
+// write stores what the round changed from read: the metadata, then the status with its
+// conditions (internal/onepatch, locked), or, where someone else wrote the machine since the
+// round's read, through CAPI's patch helper, which writes the conditions (merged with theirs),
+// then the spec and metadata, then the rest of the status. A changed spec (the
 // providerID, set in the round that claims the host: the only spec this controller writes) is
 // written first, on its own: the conditions then carry the generation it made. Written after
 // them, it left them a generation behind, and the next round wrote every condition again for
@@ -320,6 +323,14 @@ func (r *Reconciler) write(ctx context.Context, read, rm *infrav1.RedfishMachine
 			read.Spec = *rm.Spec.DeepCopy() // written: not the helper's to write again
 			latest = written
 		}
+	}
+	// The status, conditions included, in one write, locked on the newest version this round
+	// knows: CAPI's patch helper writes the conditions apart, a second status update per round.
+	// The maintenance controller sets a condition here too (MaintenancePlanned); where it, or
+	// anyone, wrote the machine since, the lock fails and the helper below merges the conditions.
+	err := onepatch.New(read, r.Client).Locked(latest.ResourceVersion).Patch(ctx, rm)
+	if err == nil || !apierrors.IsConflict(err) {
+		return errors.Join(specErr, err)
 	}
 	helper, err := patch.NewHelper(read, readsOwnWrite{Client: r.Client, written: latest})
 	if err == nil {
@@ -360,14 +371,21 @@ func (c readsOwnWrite) Get(ctx context.Context, key client.ObjectKey, obj client
 
 // allNotFound says whether every error a patch returned is NotFound.
 func allNotFound(err error) bool {
+	var errs []error
 	var agg kerrors.Aggregate
-	if errors.As(err, &agg) {
-		for _, e := range agg.Errors() {
-			if !apierrors.IsNotFound(e) {
-				return false
-			}
-		}
-		return true
+	var joined interface{ Unwrap() []error }
+	switch {
+	case errors.As(err, &agg):
+		errs = agg.Errors()
+	case errors.As(err, &joined):
+		errs = joined.Unwrap()
+	default:
+		return apierrors.IsNotFound(err)
 	}
-	return apierrors.IsNotFound(err)
+	for _, e := range errs {
+		if !allNotFound(e) {
+			return false
+		}
+	}
+	return len(errs) > 0
 }

@@ -16,11 +16,11 @@ package onepatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -28,11 +28,21 @@ import (
 type Helper struct {
 	c      client.Client
 	before client.Object
+	rv     string // the resourceVersion the writes are locked on ("": not locked)
 }
 
 // New remembers obj as it is now.
 func New(obj client.Object, c client.Client) *Helper {
 	return &Helper{c: c, before: obj.DeepCopyObject().(client.Object)}
+}
+
+// Locked makes Patch's writes carry resourceVersion rv, the newest version of the object the
+// caller knows it wrote or read: where anyone else wrote the object since, they fail with a
+// Conflict. For an object whose conditions another controller sets too, where the caller then
+// writes with CAPI's patch helper, which merges them.
+func (h *Helper) Locked(rv string) *Helper {
+	h.rv = rv
+	return h
 }
 
 // Patch writes what changed in obj since New: at most one patch of its metadata and spec, then
@@ -51,17 +61,24 @@ func (h *Helper) Patch(ctx context.Context, obj client.Object) error {
 	status, statusChanged := diff["status"]
 	delete(diff, "status")
 	var errs []error
+	rv, conflict := h.rv, false
 	if len(diff) > 0 {
-		body, err := json.Marshal(diff)
+		written := obj.DeepCopyObject().(client.Object)
+		body, err := body(diff, rv)
 		if err == nil {
-			err = h.c.Patch(ctx, obj.DeepCopyObject().(client.Object), client.RawPatch(types.MergePatchType, body))
+			err = h.c.Patch(ctx, written, client.RawPatch(types.MergePatchType, body))
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("patching the metadata and spec of %s: %w", client.ObjectKeyFromObject(obj), err))
+			conflict = apierrors.IsConflict(err)
+		} else if rv != "" {
+			rv = written.GetResourceVersion() // this write's own
 		}
 	}
-	if statusChanged {
-		body, err := json.Marshal(map[string]json.RawMessage{"status": status})
+	// The status is written even where the metadata and spec could not be (a webhook down), but
+	// not on a lock that already failed.
+	if statusChanged && (rv == "" || !conflict) {
+		body, err := body(map[string]json.RawMessage{"status": status}, rv)
 		if err == nil {
 			err = h.c.Status().Patch(ctx, obj.DeepCopyObject().(client.Object), client.RawPatch(types.MergePatchType, body))
 		}
@@ -70,5 +87,29 @@ func (h *Helper) Patch(ctx context.Context, obj client.Object) error {
 			errs = append(errs, fmt.Errorf("patching the status of %s: %w", client.ObjectKeyFromObject(obj), err))
 		}
 	}
-	return kerrors.NewAggregate(errs)
+	return errors.Join(errs...)
+}
+
+// body is the merge patch of the given top-level fields, locked on rv unless it is "".
+func body(fields map[string]json.RawMessage, rv string) ([]byte, error) {
+	if rv == "" {
+		return json.Marshal(fields)
+	}
+	meta := map[string]json.RawMessage{}
+	if m, ok := fields["metadata"]; ok {
+		if err := json.Unmarshal(m, &meta); err != nil {
+			return nil, err
+		}
+	}
+	v, err := json.Marshal(rv)
+	if err != nil {
+		return nil, err
+	}
+	meta["resourceVersion"] = v
+	locked := map[string]any{}
+	for k, f := range fields {
+		locked[k] = f
+	}
+	locked["metadata"] = meta
+	return json.Marshal(locked)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -137,5 +138,36 @@ func TestTheStatusOfAnObjectGoneWithItsLastFinalizerIsNotAnError(t *testing.T) {
 	}
 	if len(c.log) != 2 {
 		t.Errorf("writes %q, want the finalizer's, then the status tried", c.log)
+	}
+}
+
+// Locked, a write fails with a Conflict the caller can tell once anyone wrote the object after the
+// version given; on the version given, both writes land, the status on the version the first made.
+func TestLockedWritesFailWithAConflictAfterSomeoneElsesWrite(t *testing.T) {
+	c, h := setup(t)
+	helper := New(h, c).Locked(h.ResourceVersion)
+	h.Labels = map[string]string{"a": "b"}
+	h.Status.State = infrav1.HostStateAvailable
+	if err := helper.Patch(t.Context(), h); err != nil {
+		t.Fatalf("on the version read: %v", err)
+	}
+	stored := &infrav1.RedfishHost{}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(h), stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored.Labels["a"] != "b" || stored.Status.State != infrav1.HostStateAvailable {
+		t.Fatalf("stored labels %v, state %q; want both written", stored.Labels, stored.Status.State)
+	}
+	// A round on the copy read before both writes.
+	old := &infrav1.RedfishHost{}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(h), old); err != nil {
+		t.Fatal(err)
+	}
+	old.ResourceVersion, old.Labels, old.Status.State = h.ResourceVersion, nil, ""
+	helper = New(old, c).Locked(old.ResourceVersion)
+	old.Status.State = infrav1.HostStateError
+	err := helper.Patch(t.Context(), old)
+	if !apierrors.IsConflict(err) {
+		t.Errorf("a write locked on a version two writes old: %v, want a Conflict", err)
 	}
 }
