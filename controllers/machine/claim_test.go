@@ -1,22 +1,21 @@
 package machine
 
 import (
-	"fmt"
-
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -527,31 +526,45 @@ func TestANewMachineReadFromAStaleCacheLosesNoOtherFinalizer(t *testing.T) {
 
 // The round that claims a host writes the machine's status, conditions included, once: CAPI's
 // patch helper wrote the conditions apart. The maintenance controller sets a condition of the
-// machine too (MaintenancePlanned): where it wrote the machine after the round read it, the
-// round's locked write fails and CAPI's helper merges both, so neither condition is lost.
+// machine too (MaintenancePlanned): where it wrote the machine after the round read it (before
+// the round's providerID write, or after it), the round's locked write fails and CAPI's helper
+// merges both, so neither condition is lost.
 func TestAMachineRoundIsOneStatusWriteAndKeepsAConditionWrittenMeanwhile(t *testing.T) {
-	for _, meanwhile := range []bool{false, true} {
-		t.Run(fmt.Sprintf("maintenance announced meanwhile: %v", meanwhile), func(t *testing.T) {
+	for _, meanwhile := range []string{"", "before the spec write", "before the status write"} {
+		t.Run("maintenance announced "+meanwhile, func(t *testing.T) {
 			var statusWrites []string
-			var c client.Client
 			announced := false
+			announce := func(ctx context.Context, cw client.Client, obj client.Object) error {
+				if _, ok := obj.(*infrav1.RedfishMachine); !ok || announced {
+					return nil
+				}
+				announced = true // the maintenance controller's write lands first
+				other := &infrav1.RedfishMachine{}
+				if err := cw.Get(ctx, client.ObjectKeyFromObject(obj), other); err != nil {
+					return err
+				}
+				before := other.DeepCopy()
+				conditions.Set(other, metav1.Condition{Type: infrav1.MaintenancePlannedCondition, Status: metav1.ConditionTrue, Reason: infrav1.MaintenanceAnnouncedReason})
+				return cw.Status().Patch(ctx, other, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+			}
 			c, rm, _ := newMachineWorld(t, interceptor.Funcs{
-				SubResourcePatch: func(ctx context.Context, cw client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
-					if _, ok := obj.(*infrav1.RedfishMachine); ok && meanwhile && !announced {
-						announced = true // the maintenance controller's write lands first
-						other := &infrav1.RedfishMachine{}
-						if err := cw.Get(ctx, client.ObjectKeyFromObject(obj), other); err != nil {
+				Patch: func(ctx context.Context, cw client.WithWatch, obj client.Object, p client.Patch, opts ...client.PatchOption) error {
+					if data, _ := p.Data(obj); meanwhile == "before the spec write" && strings.Contains(string(data), "providerID") {
+						if err := announce(ctx, cw, obj); err != nil {
 							return err
 						}
-						before := other.DeepCopy()
-						conditions.Set(other, metav1.Condition{Type: infrav1.MaintenancePlannedCondition, Status: metav1.ConditionTrue, Reason: infrav1.MaintenanceAnnouncedReason})
-						if err := cw.Status().Patch(ctx, other, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+					}
+					return cw.Patch(ctx, obj, p, opts...)
+				},
+				SubResourcePatch: func(ctx context.Context, cw client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+					if meanwhile == "before the status write" {
+						if err := announce(ctx, cw, obj); err != nil {
 							return err
 						}
 					}
 					err := cw.Status().Patch(ctx, obj, p, opts...)
 					if _, ok := obj.(*infrav1.RedfishMachine); ok {
-						statusWrites = append(statusWrites, fmt.Sprint(apierrors.ReasonForError(err)))
+						statusWrites = append(statusWrites, fmt.Sprintf("%q", apierrors.ReasonForError(err)))
 					}
 					return err
 				},
@@ -564,19 +577,45 @@ func TestAMachineRoundIsOneStatusWriteAndKeepsAConditionWrittenMeanwhile(t *test
 			if err := c.Get(t.Context(), client.ObjectKeyFromObject(rm), got); err != nil {
 				t.Fatal(err)
 			}
-			if got.Status.HostRef != "h1" || !conditions.IsTrue(got, infrav1.HostClaimedCondition) {
-				t.Errorf("hostRef %q, HostClaimed %v; want h1 claimed", got.Status.HostRef, conditions.Get(got, infrav1.HostClaimedCondition))
+			if got.Status.HostRef != "h1" || got.Spec.ProviderID == "" || !conditions.IsTrue(got, infrav1.HostClaimedCondition) {
+				t.Errorf("hostRef %q, providerID %q, HostClaimed %v; want h1 claimed", got.Status.HostRef, got.Spec.ProviderID, conditions.Get(got, infrav1.HostClaimedCondition))
 			}
-			if meanwhile {
-				if !conditions.IsTrue(got, infrav1.MaintenancePlannedCondition) {
-					t.Errorf("conditions %v: the MaintenancePlanned condition written meanwhile was lost", got.Status.Conditions)
+			if meanwhile == "" {
+				if len(statusWrites) != 1 {
+					t.Errorf("status writes %v; want one", statusWrites)
 				}
-				if len(statusWrites) < 2 || statusWrites[0] != string(metav1.StatusReasonConflict) {
-					t.Errorf("status writes %v; want the locked one refused, then CAPI's helper", statusWrites)
-				}
-			} else if len(statusWrites) != 1 {
-				t.Errorf("status writes %v; want one", statusWrites)
+				return
+			}
+			if !conditions.IsTrue(got, infrav1.MaintenancePlannedCondition) {
+				t.Errorf("conditions %v: the MaintenancePlanned condition written meanwhile was lost", got.Status.Conditions)
+			}
+			if len(statusWrites) < 2 || statusWrites[0] != fmt.Sprintf("%q", metav1.StatusReasonConflict) {
+				t.Errorf("status writes %v; want the locked one refused, then CAPI's helper", statusWrites)
 			}
 		})
+	}
+}
+
+// allNotFound sees NotFound through wrapping, CAPI's aggregates and errors.Join (onepatch), only when
+// every error is one.
+func TestAllNotFoundThroughJoinsAndAggregates(t *testing.T) {
+	gone := apierrors.NewNotFound(infrav1.GroupVersion.WithResource("redfishmachines").GroupResource(), "m1")
+	refused := errors.New("failed calling webhook")
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{gone, true},
+		{refused, false},
+		{fmt.Errorf("patching: %w", gone), true},
+		{errors.Join(gone, fmt.Errorf("status: %w", gone)), true},
+		{errors.Join(refused, fmt.Errorf("helper: %w", kerrors.NewAggregate([]error{gone}))), false},
+		{fmt.Errorf("helper: %w", kerrors.NewAggregate([]error{gone, gone})), true},
+		{kerrors.NewAggregate([]error{gone, refused}), false},
+	} {
+		if got := allNotFound(c.err); got != c.want {
+			t.Errorf("allNotFound(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }

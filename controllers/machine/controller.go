@@ -327,9 +327,17 @@ func (r *Reconciler) write(ctx context.Context, read, rm *infrav1.RedfishMachine
 	// The status, conditions included, in one write, locked on the newest version this round
 	// knows: CAPI's patch helper writes the conditions apart, a second status update per round.
 	// The maintenance controller sets a condition here too (MaintenancePlanned); where it, or
-	// anyone, wrote the machine since, the lock fails and the helper below merges the conditions.
-	err := onepatch.New(read, r.Client).Locked(latest.ResourceVersion).Patch(ctx, rm)
+	// anyone, wrote the machine's status since the round's read, the lock fails and the helper
+	// below merges the conditions. The spec write's version is that lock only where its answer
+	// shows the status as read: a status written before it is inside that version.
+	lock := latest.ResourceVersion
+	if !equality.Semantic.DeepEqual(latest.Status, read.Status) {
+		lock = read.ResourceVersion
+	}
+	err := onepatch.New(read, r.Client).Locked(lock).Patch(ctx, rm)
 	if err == nil || !apierrors.IsConflict(err) {
+		// (A Conflict behind another error, the spec refused by its webhook, say: the round is
+		// tried again, and nothing is lost.)
 		return errors.Join(specErr, err)
 	}
 	helper, err := patch.NewHelper(read, readsOwnWrite{Client: r.Client, written: latest})
@@ -369,19 +377,24 @@ func (c readsOwnWrite) Get(ctx context.Context, key client.ObjectKey, obj client
 	return nil
 }
 
-// allNotFound says whether every error a patch returned is NotFound.
+// allNotFound says whether every error a patch returned is NotFound (through wrapping, CAPI's
+// aggregates and errors.Join).
 func allNotFound(err error) bool {
-	var errs []error
-	var agg kerrors.Aggregate
-	var joined interface{ Unwrap() []error }
-	switch {
-	case errors.As(err, &agg):
-		errs = agg.Errors()
-	case errors.As(err, &joined):
-		errs = joined.Unwrap()
-	default:
-		return apierrors.IsNotFound(err)
+	switch e := err.(type) { //nolint:errorlint // each level is looked at, and unwrapped below
+	case nil:
+		return false
+	case kerrors.Aggregate:
+		return allOf(e.Errors())
+	case interface{ Unwrap() []error }:
+		return allOf(e.Unwrap())
 	}
+	if apierrors.IsNotFound(err) {
+		return true
+	}
+	return allNotFound(errors.Unwrap(err))
+}
+
+func allOf(errs []error) bool {
 	for _, e := range errs {
 		if !allNotFound(e) {
 			return false

@@ -39,7 +39,7 @@ func New(obj client.Object, c client.Client) *Helper {
 // Locked makes Patch's writes carry resourceVersion rv, the newest version of the object the
 // caller knows it wrote or read: where anyone else wrote the object since, they fail with a
 // Conflict. For an object whose conditions another controller sets too, where the caller then
-// writes with CAPI's patch helper, which merges them.
+// writes with CAPI's patch helper, which merges them. Locked("") leaves the writes unlocked.
 func (h *Helper) Locked(rv string) *Helper {
 	h.rv = rv
 	return h

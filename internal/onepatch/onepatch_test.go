@@ -3,6 +3,7 @@ package onepatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -11,6 +12,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 )
@@ -169,5 +171,41 @@ func TestLockedWritesFailWithAConflictAfterSomeoneElsesWrite(t *testing.T) {
 	err := helper.Patch(t.Context(), old)
 	if !apierrors.IsConflict(err) {
 		t.Errorf("a write locked on a version two writes old: %v, want a Conflict", err)
+	}
+}
+
+// Locked, a metadata patch refused for the lock leaves the status unwritten (it would be refused
+// too); one refused for another reason (a webhook down) still lets the status be written.
+func TestLockedStatusFollowsOnlyAMetadataPatchNotRefusedForTheLock(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		refusal    error
+		wantStatus bool
+	}{
+		{"refused for the lock", apierrors.NewConflict(infrav1.GroupVersion.WithResource("redfishhosts").GroupResource(), "h1", errors.New("modified")), false},
+		{"refused by a webhook", errors.New("failed calling webhook: connection refused"), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, h := setup(t)
+			w.Client = interceptor.NewClient(w.Client.(client.WithWatch), interceptor.Funcs{
+				Patch: func(context.Context, client.WithWatch, client.Object, client.Patch, ...client.PatchOption) error {
+					return c.refusal
+				},
+			})
+			helper := New(h, w).Locked(h.ResourceVersion)
+			h.Labels = map[string]string{"a": "b"}
+			h.Status.State = infrav1.HostStateAvailable
+			err := helper.Patch(t.Context(), h)
+			if apierrors.IsConflict(err) != apierrors.IsConflict(c.refusal) || err == nil {
+				t.Errorf("error %v, want the refusal (%v)", err, c.refusal)
+			}
+			stored := &infrav1.RedfishHost{}
+			if err := w.Get(t.Context(), client.ObjectKeyFromObject(h), stored); err != nil {
+				t.Fatal(err)
+			}
+			if written := stored.Status.State == infrav1.HostStateAvailable; written != c.wantStatus {
+				t.Errorf("status written: %v, want %v (writes %q)", written, c.wantStatus, w.log)
+			}
+		})
 	}
 }
