@@ -573,16 +573,23 @@ func (s countedStatus) Patch(ctx context.Context, obj client.Object, p client.Pa
 	return s.SubResourceWriter.Patch(ctx, obj, p, opts...)
 }
 
-// The round that starts a maintenance stores it once, with the gate's write. Its end patched the
-// same status again from the copy read before: a second write, and a conditions patch that read
-// the cache (still without the start), conflicted and slept 100–200 ms before each retry, while
-// the round that deletes the Machine waited for it (about 0.1 s of every wave at N = 100).
-func TestTheRoundThatStartsAMaintenanceWritesItOnce(t *testing.T) {
+// readyHostAndEnforcedHold is a Ready, Available host h and an Enforced powerOffAndHold maintenance
+// m of it, its finalizer stored.
+func readyHostAndEnforcedHold() (*infrav1.RedfishHost, *expv1.RedfishMaintenance) {
 	host := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h"}}
 	host.Status.State = infrav1.HostStateAvailable
 	host.Status.Conditions = []metav1.Condition{{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason}}
 	m := &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", Finalizers: []string{Finalizer}},
 		Spec: expv1.RedfishMaintenanceSpec{HostName: "h", Policy: expv1.Enforced, Tasks: []expv1.MaintenanceTask{{PowerOffAndHold: &expv1.PowerOffAndHold{}}}}}
+	return host, m
+}
+
+// The round that starts a maintenance stores it once, with the gate's write. Its end patched the
+// same status again from the copy read before: a second write, and a conditions patch that read
+// the cache (still without the start), conflicted and slept 100–200 ms before each retry, while
+// the round that deletes the Machine waited for it (about 0.1 s of every wave at N = 100).
+func TestTheRoundThatStartsAMaintenanceWritesItOnce(t *testing.T) {
+	host, m := readyHostAndEnforcedHold()
 	m.Status.Stage, m.Status.ApprovedBy = expv1.StageApproved, "Unclaimed"
 	one := intstr.FromInt32(1)
 	policy := &expv1.RedfishMaintenancePolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: expv1.RedfishMaintenancePolicySpec{MaxUnavailable: &one}}
@@ -610,11 +617,7 @@ func TestTheRoundThatStartsAMaintenanceWritesItOnce(t *testing.T) {
 // (internal/onepatch): CAPI's patch helper wrote the conditions apart, a second update for the
 // API server and a second event for every watcher per stage.
 func TestAStageAndItsConditionsAreOneWrite(t *testing.T) {
-	host := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h"}}
-	host.Status.State = infrav1.HostStateAvailable
-	host.Status.Conditions = []metav1.Condition{{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason}}
-	m := &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", Finalizers: []string{Finalizer}},
-		Spec: expv1.RedfishMaintenanceSpec{HostName: "h", Policy: expv1.Enforced, Tasks: []expv1.MaintenanceTask{{PowerOffAndHold: &expv1.PowerOffAndHold{}}}}}
+	host, m := readyHostAndEnforcedHold()
 	api := apiWorld(t, host, m)
 	writes := 0
 	r := &Reconciler{Client: statusWrites{Client: api, n: &writes}, APIReader: api, PollInterval: time.Second, Now: time.Now}
