@@ -181,7 +181,8 @@ func (r *Reconciler) restoreClaim(ctx context.Context, h *infrav1.RedfishHost, f
 			return false, fmt.Errorf("restoring the claim of %s: %w", rm.Name, err)
 		}
 		// The reconcile's patch then carries the same claim again (a no-op); it keeps the
-		// resourceVersion it started from, as the patch helper diffs against that.
+		// resourceVersion it started from, as the round's write (internal/onepatch) diffs
+		// against that: another version would be written, as a lock.
 		rv := h.ResourceVersion
 		*h = *restored
 		h.ResourceVersion = rv

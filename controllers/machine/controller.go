@@ -330,15 +330,14 @@ func (r *Reconciler) write(ctx context.Context, read, rm *infrav1.RedfishMachine
 	// anyone, wrote the machine's status since the round's read, the lock fails and the helper
 	// below merges the conditions. The spec write's version is that lock only where its answer
 	// shows the status as read: a status written before it is inside that version.
-	lock := latest.ResourceVersion
-	if !equality.Semantic.DeepEqual(latest.Status, read.Status) {
-		lock = read.ResourceVersion
-	}
-	err := onepatch.New(read, r.Client).Locked(lock).Patch(ctx, rm)
-	if err == nil || !apierrors.IsConflict(err) {
-		// (A Conflict behind another error, the spec refused by its webhook, say: the round is
-		// tried again, and nothing is lost.)
-		return errors.Join(specErr, err)
+	// Where it does not, the helper writes at once.
+	if equality.Semantic.DeepEqual(latest.Status, read.Status) {
+		err := onepatch.New(read, r.Client).Locked(latest.ResourceVersion).Patch(ctx, rm)
+		if err == nil || !apierrors.IsConflict(err) {
+			// (A Conflict joined behind another API error, a webhook's refusal of the spec, is
+			// not seen here: the round is tried again, and nothing is lost either way.)
+			return errors.Join(specErr, err)
+		}
 	}
 	helper, err := patch.NewHelper(read, readsOwnWrite{Client: r.Client, written: latest})
 	if err == nil {
@@ -388,10 +387,10 @@ func allNotFound(err error) bool {
 	case interface{ Unwrap() []error }:
 		return allOf(e.Unwrap())
 	}
-	if apierrors.IsNotFound(err) {
-		return true
+	if inner := errors.Unwrap(err); inner != nil {
+		return allNotFound(inner)
 	}
-	return allNotFound(errors.Unwrap(err))
+	return apierrors.IsNotFound(err)
 }
 
 func allOf(errs []error) bool {

@@ -57,7 +57,7 @@ func (f *Reads) remember(key types.NamespacedName, rv string) {
 }
 
 // Client wraps c so that every write of the kind through it is remembered. CAPI's patch helper
-// writes a copy of the object, so the version cannot be read back from the object held.
+// and internal/onepatch write a copy of the object, so the version cannot be read back from the object held.
 func (f *Reads) Client(c client.Client) client.Client { return recording{Client: c, f: f} }
 
 // ErrStale is Get's answer when the cache's copy is older than the last one this controller wrote

@@ -1,6 +1,7 @@
-// Package onepatch writes what a reconcile round changed in an object whose conditions only its
-// own controller sets: the metadata and spec in one merge patch, the whole status, conditions
-// included, in one status merge patch.
+// Package onepatch writes what a reconcile round changed in an object: the metadata and spec in
+// one merge patch, the whole status, conditions included, in one status merge patch. Unlocked, it
+// is for an object whose conditions only its own controller sets; Locked, for one whose
+// conditions another controller sets too, where a refused write goes to CAPI's patch helper.
 //
 // CAPI's patch helper writes the conditions in a patch of their own (locked on the
 // resourceVersion, read again and merged on a conflict), so that several controllers can share
@@ -8,7 +9,7 @@
 // owns every condition (a RedfishHost's are the host controller's alone), that second write per
 // state change costs the API server a status update, and every watcher an event, for nothing,
 // and a reader between the two writes saw the conditions of one state with the status of the
-// one before. Like the helper's status patch, the status patch here is not locked: it carries
+// one before. Like the helper's status patch, the status patch here, unless Locked, carries
 // the fields the round changed (status.conditions whole, as a JSON merge patch replaces a list),
 // so a field someone else wrote meanwhile is kept unless this round changed it too.
 package onepatch

@@ -248,7 +248,7 @@ var _ = Describe("Firmware through maintenances", func() {
 		By("a host whose BMC keeps rejecting the image stays in maintenance with the reason, held off and unclaimed")
 		for _, h := range []string{failing, aborted} {
 			b.waitReason(names[h], maintenance.TaskFailedReason)
-			// CAPI's patch helper writes the conditions a moment before the rest of the status.
+			// The reason and the rest of the status are read together, whenever they are written.
 			var m *expv1.RedfishMaintenance
 			Eventually(func(g Gomega) {
 				m = b.maintenanceNamed(names[h])

@@ -462,6 +462,12 @@ func (r *Reconciler) start(ctx context.Context, m *expv1.RedfishMaintenance, hos
 	if err != nil {
 		// Not recorded: the deferred patch must not write Draining past the gate either.
 		m.Status = *saved
+		if unknownOutcome(err) {
+			// Perhaps written: the round's patch, whose status carries the conditions whole,
+			// would put the ones from before the gate back beside the Draining stage; the next
+			// round reads the API server.
+			stored()
+		}
 		return retryOnConflict(err)
 	}
 	stored()

@@ -347,8 +347,7 @@ const replacementBootGrace = 30 * time.Minute
 func replacementBoot(h *infrav1.RedfishHost, now time.Time) bool {
 	c := h.Status.Claim
 	failed := conditions.IsFalse(h, infrav1.BootPreparedCondition) && conditions.GetReason(h, infrav1.BootPreparedCondition) != infrav1.BMCBusyReason
-	// A host just claimed is still Available until its controller takes the claim (and a moment
-	// after: CAPI's patch helper writes the conditions, Ready False, before the state): its boot is
+	// A host just claimed is still Available until its controller takes the claim: its boot is
 	// about to start.
 	starting := h.Status.State == infrav1.HostStateAvailable && c != nil && !c.Release && !c.Provisioned
 	return (h.Status.State == infrav1.HostStateProvisioning || starting) && c != nil && c.Owner != nil && c.Owner.Kind == machineDeploymentKind &&

@@ -214,8 +214,8 @@ func TestASpareBootingForAMaintenancesReplacementIsCountedOnce(t *testing.T) {
 	ungoverned.Status.Conditions[0].Status = metav1.ConditionTrue
 	elsewhere := host("elsewhere", infrav1.HostStateProvisioned, false, true)
 	elsewhere.Labels = map[string]string{"governed": "no"}
-	// The host controller taking a claim: CAPI's patch helper writes the conditions (Ready False,
-	// Provisioning) before the rest of the status (the state, still Available).
+	// A claim the host controller has yet to take: the host still Available, its conditions
+	// already those of a boot (as when CAPI's patch helper wrote them before the state).
 	justClaimed := booting("just-claimed", "md-a", 30*time.Second)
 	justClaimed.Status.State = infrav1.HostStateAvailable
 	readyTie := booting("z-ready", "md-a", time.Minute)

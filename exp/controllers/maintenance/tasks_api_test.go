@@ -476,6 +476,16 @@ func TestTheGateDecidesFromTheCacheOnceItHoldsEveryStartItWrote(t *testing.T) {
 			if got := stage(api, "m-b"); got != expv1.StageDraining {
 				t.Fatalf("the first maintenance is %s, want Draining", got)
 			}
+			// A start whose answer was lost is not followed by the round's own write: its status
+			// carries the conditions whole, and would put those from before the gate beside
+			// the Draining stage.
+			written := &expv1.RedfishMaintenance{}
+			if err := api.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: "m-b"}, written); err != nil {
+				t.Fatal(err)
+			}
+			if reason := conditions.GetReason(written, infrav1.ReadyCondition); reason != DrainingReason {
+				t.Errorf("the started maintenance's Ready reason %q, want %s", reason, DrainingReason)
+			}
 			for _, w := range []client.Client{api, stale} {
 				if err := w.Create(t.Context(), maint("m-a", "h2")); err != nil {
 					t.Fatal(err)
