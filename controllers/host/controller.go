@@ -36,13 +36,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/caprf/cluster-api-provider-redfish/internal/onepatch"
-
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
 	"github.com/caprf/cluster-api-provider-redfish/internal/claim"
 	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
 	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
+	"github.com/caprf/cluster-api-provider-redfish/internal/onepatch"
 	"github.com/caprf/cluster-api-provider-redfish/internal/pause"
 	"github.com/caprf/cluster-api-provider-redfish/internal/shutdown"
 )

@@ -33,8 +33,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/caprf/cluster-api-provider-redfish/internal/onepatch"
-
 	"github.com/go-logr/logr"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
@@ -43,6 +41,7 @@ import (
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
 	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
+	"github.com/caprf/cluster-api-provider-redfish/internal/onepatch"
 	"github.com/caprf/cluster-api-provider-redfish/internal/shutdown"
 )
 
