@@ -264,8 +264,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 	}
 	// Only this controller sets a host's conditions: a round's status, conditions included, is
-	// one write (internal/onepatch).
-	helper := onepatch.New(host, r.Client)
+	// one write (internal/onepatch; a condition of another type would lock it).
+	helper := onepatch.New(host, r.Client).Owning(ownedConditions...)
 	if notPaused != nil {
 		conditions.Set(host, *notPaused) // a new host: with the round's write
 	}
@@ -305,7 +305,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			return err
 		}
 		// What the round changes from here on is written at its end, as usual.
-		helper = onepatch.New(host, r.Client)
+		helper = onepatch.New(host, r.Client).Owning(ownedConditions...)
 		return nil
 	}}
 	res, err := r.handlers()[stateOf(host)](ctx, s)
@@ -647,6 +647,14 @@ func (r *Reconciler) retryAfter(err error) time.Duration {
 		return r.PollInterval
 	}
 	return r.RetryInterval
+}
+
+// ownedConditions are the condition types this controller sets on a host: the only ones a
+// host holds. (A type it does not own found on a host locks the round's writes, so that it is
+// not overwritten: onepatch.Helper.Owning.)
+var ownedConditions = []string{
+	infrav1.ReadyCondition, clusterv1.PausedCondition, infrav1.BMCReachableCondition,
+	infrav1.InspectedCondition, infrav1.BootPreparedCondition, infrav1.CleanedCondition,
 }
 
 func (r *Reconciler) updateReady(h *infrav1.RedfishHost) {

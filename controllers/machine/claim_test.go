@@ -365,6 +365,17 @@ func TestTheRoundAfterTheClaimWritesNothingWhenNothingChanged(t *testing.T) {
 	})
 	r := &Reconciler{Client: api, APIReader: api, ClusterCache: notConnected{}, PollInterval: 2 * time.Second}
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rm)}
+	// The maintenance controller announced a maintenance at generation 1: its condition is its
+	// own, and the machine's spec write does not make it claim a generation it never saw.
+	announced := &infrav1.RedfishMachine{}
+	if err := api.Get(t.Context(), req.NamespacedName, announced); err != nil {
+		t.Fatal(err)
+	}
+	conditions.Set(announced, metav1.Condition{Type: infrav1.MaintenancePlannedCondition, Status: metav1.ConditionTrue,
+		Reason: infrav1.MaintenanceAnnouncedReason, ObservedGeneration: announced.Generation})
+	if err := api.Status().Update(t.Context(), announced); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := r.Reconcile(t.Context(), req); err != nil {
 		t.Fatal(err)
 	}
@@ -376,9 +387,16 @@ func TestTheRoundAfterTheClaimWritesNothingWhenNothingChanged(t *testing.T) {
 		t.Fatalf("after the first round: providerID %q, generation %d; want the providerID set and the generation moved on", got.Spec.ProviderID, got.Generation)
 	}
 	for _, c := range got.Status.Conditions {
-		if c.ObservedGeneration != got.Generation {
-			t.Errorf("condition %s observed generation %d, want %d (the machine's)", c.Type, c.ObservedGeneration, got.Generation)
+		want := got.Generation
+		if c.Type == infrav1.MaintenancePlannedCondition {
+			want = announced.Generation // the maintenance controller's, as it wrote it
 		}
+		if c.ObservedGeneration != want {
+			t.Errorf("condition %s observed generation %d, want %d", c.Type, c.ObservedGeneration, want)
+		}
+	}
+	if !conditions.IsTrue(got, infrav1.MaintenancePlannedCondition) {
+		t.Errorf("conditions %v: the announcement was lost", got.Status.Conditions)
 	}
 	writes = 0
 	if _, err := r.Reconcile(t.Context(), req); err != nil {

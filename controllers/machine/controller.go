@@ -6,6 +6,7 @@ package machine
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -293,6 +294,10 @@ func setNotReady(rm *infrav1.RedfishMachine, reason, msg string) {
 
 func klogRef(m *clusterv1.Machine) string { return m.Namespace + "/" + m.Name }
 
+// ownedConditions are the condition types this controller sets on a RedfishMachine (the
+// maintenance controller sets MaintenancePlanned).
+var ownedConditions = []string{infrav1.ReadyCondition, infrav1.HostClaimedCondition, infrav1.PausedCondition}
+
 // write stores what the round changed from read: the metadata, then the status with its
 // conditions (internal/onepatch, locked), or, where someone else wrote the machine since the
 // round's read, through CAPI's patch helper, which writes the conditions (merged with theirs),
@@ -314,7 +319,9 @@ func (r *Reconciler) write(ctx context.Context, read, rm *infrav1.RedfishMachine
 		if specErr = r.Client.Patch(ctx, written, client.MergeFrom(from)); specErr == nil {
 			if written.Generation == read.Generation+1 {
 				for i := range rm.Status.Conditions {
-					if c := &rm.Status.Conditions[i]; c.ObservedGeneration == read.Generation {
+					// Only this controller's own: MaintenancePlanned is the maintenance
+					// controller's, which has not seen the new generation.
+					if c := &rm.Status.Conditions[i]; c.ObservedGeneration == read.Generation && slices.Contains(ownedConditions, c.Type) {
 						c.ObservedGeneration = written.Generation
 					}
 				}
@@ -341,9 +348,7 @@ func (r *Reconciler) write(ctx context.Context, read, rm *infrav1.RedfishMachine
 	}
 	helper, err := patch.NewHelper(read, readsOwnWrite{Client: r.Client, written: latest})
 	if err == nil {
-		err = helper.Patch(ctx, rm, patch.WithOwnedConditions{Conditions: []string{
-			infrav1.ReadyCondition, infrav1.HostClaimedCondition, infrav1.PausedCondition,
-		}})
+		err = helper.Patch(ctx, rm, patch.WithOwnedConditions{Conditions: ownedConditions})
 	}
 	if specErr != nil {
 		return errors.Join(specErr, err)

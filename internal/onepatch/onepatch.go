@@ -1,7 +1,9 @@
 // Package onepatch writes what a reconcile round changed in an object: the metadata and spec in
 // one merge patch, the whole status, conditions included, in one status merge patch. Unlocked, it
-// is for an object whose conditions only its own controller sets; Locked, for one whose
-// conditions another controller sets too, where a refused write goes to CAPI's patch helper.
+// is for an object whose conditions only its own controller sets (Owning names them: a condition
+// of another type in the copy read locks the writes, so that it is never overwritten); Locked,
+// for one whose conditions another controller sets too, where a refused write goes to CAPI's
+// patch helper.
 //
 // CAPI's patch helper writes the conditions in a patch of their own (locked on the
 // resourceVersion, read again and merged on a conflict), so that several controllers can share
@@ -19,8 +21,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -29,7 +33,8 @@ import (
 type Helper struct {
 	c      client.Client
 	before client.Object
-	rv     string // the resourceVersion the writes are locked on ("": not locked)
+	rv     string   // the resourceVersion the writes are locked on ("": not locked)
+	owned  []string // the condition types the caller sets (nil: not said)
 }
 
 // New remembers obj as it is now.
@@ -44,6 +49,35 @@ func New(obj client.Object, c client.Client) *Helper {
 func (h *Helper) Locked(rv string) *Helper {
 	h.rv = rv
 	return h
+}
+
+// Owning names the condition types the caller's controller sets. Where the copy given to New
+// holds a condition of another type (another controller set it: the status patch carries
+// status.conditions whole, and would overwrite it with that copy's), the writes are locked on
+// that copy's resourceVersion unless Locked gives another: a write of that condition since the
+// read makes them a Conflict, and the caller's next round, on a newer copy, writes its own again.
+// (A foreign condition first written after the read is not seen, and that round's write drops
+// it: the other controller, which watches the object, sets it again, and from then on it is seen.)
+func (h *Helper) Owning(types ...string) *Helper {
+	h.owned = types
+	return h
+}
+
+// foreign tells whether the copy read holds a condition whose type the caller does not own.
+func (h *Helper) foreign() bool {
+	if h.owned == nil {
+		return false
+	}
+	g, ok := h.before.(interface{ GetConditions() []metav1.Condition })
+	if !ok {
+		return false
+	}
+	for _, c := range g.GetConditions() {
+		if !slices.Contains(h.owned, c.Type) {
+			return true
+		}
+	}
+	return false
 }
 
 // Patch writes what changed in obj since New: at most one patch of its metadata and spec, then
@@ -63,6 +97,9 @@ func (h *Helper) Patch(ctx context.Context, obj client.Object) error {
 	delete(diff, "status")
 	var errs []error
 	rv, conflict := h.rv, false
+	if rv == "" && h.foreign() {
+		rv = h.before.GetResourceVersion()
+	}
 	if len(diff) > 0 {
 		written := obj.DeepCopyObject().(client.Object)
 		body, err := body(diff, rv)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -207,5 +208,51 @@ func TestLockedStatusFollowsOnlyAMetadataPatchNotRefusedForTheLock(t *testing.T)
 				t.Errorf("status written: %v, want %v (writes %q)", written, c.wantStatus, w.log)
 			}
 		})
+	}
+}
+
+// A condition another controller set is never overwritten by the owner's round: where the copy a
+// round read holds a condition type the caller does not own, its writes are locked on the version
+// read, and a write after that read (the other controller's again) makes them a Conflict, which
+// leaves that condition as it is. Without the foreign condition the writes stay unlocked.
+func TestAConditionSetByAnotherControllerIsNeverOverwritten(t *testing.T) {
+	c, h := setup(t)
+	conditions.Set(h, metav1.Condition{Type: "SomeoneElses", Status: metav1.ConditionTrue, Reason: "Set"})
+	if err := c.Status().Update(t.Context(), h); err != nil {
+		t.Fatal(err)
+	}
+	read := h.DeepCopy() // the owner's round reads this copy
+	// The other controller writes its condition again after that read.
+	conditions.Set(h, metav1.Condition{Type: "SomeoneElses", Status: metav1.ConditionFalse, Reason: "Changed"})
+	if err := c.Status().Update(t.Context(), h); err != nil {
+		t.Fatal(err)
+	}
+	helper := New(read, c).Owning(infrav1.ReadyCondition)
+	conditions.Set(read, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "Ready"})
+	if err := helper.Patch(t.Context(), read); !apierrors.IsConflict(err) {
+		t.Fatalf("a round on a copy older than another controller's condition: %v, want a Conflict", err)
+	}
+	stored := &infrav1.RedfishHost{}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(h), stored); err != nil {
+		t.Fatal(err)
+	}
+	if got := conditions.Get(stored, "SomeoneElses"); got == nil || got.Reason != "Changed" {
+		t.Errorf("the other controller's condition is %v, want its own last write (Changed)", got)
+	}
+	// Read again, the round lands.
+	helper = New(stored, c).Owning(infrav1.ReadyCondition)
+	conditions.Set(stored, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "Ready"})
+	if err := helper.Patch(t.Context(), stored); err != nil {
+		t.Fatalf("a round on the newest copy: %v", err)
+	}
+	// Owning only what the object holds, the round's write is not locked.
+	c2, h2 := setup(t)
+	helper = New(h2, c2).Owning(infrav1.ReadyCondition)
+	conditions.Set(h2, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "Ready"})
+	if err := helper.Patch(t.Context(), h2); err != nil {
+		t.Fatal(err)
+	}
+	if len(c2.log) != 1 || strings.Contains(c2.log[0], "resourceVersion") {
+		t.Errorf("writes %q, want one status patch without a lock", c2.log)
 	}
 }

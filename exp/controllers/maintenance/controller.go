@@ -230,8 +230,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	// This controller alone sets the maintenance's conditions: a round's status, conditions
-	// included, is one write (internal/onepatch).
-	helper := onepatch.New(m, r.Client)
+	// included, is one write (internal/onepatch; a condition of another type would lock it).
+	helper := onepatch.New(m, r.Client).Owning(ownedConditions...)
 	defer func() {
 		if err := helper.Patch(ctx, m); err != nil {
 			retErr = errors.Join(retErr, err)
@@ -278,9 +278,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	// before wrote the same status again (and, through CAPI's patch helper, whose conditions
 	// patch re-read the cache still without that write, conflicted and slept 100-200 ms before
 	// each retry while the next round, the Machine's deletion, waited for this one).
-	stored := func() { helper = onepatch.New(m, r.Client) }
+	stored := func() { helper = onepatch.New(m, r.Client).Owning(ownedConditions...) }
 	return r.advance(ctx, m, host, stored)
 }
+
+// ownedConditions are the condition types this controller sets on a maintenance: the only ones
+// a maintenance holds (onepatch.Helper.Owning).
+var ownedConditions = []string{infrav1.ReadyCondition, clusterv1.PausedCondition}
 
 // read returns the maintenance as this controller last left it, or newer (fresh.ErrStale while
 // the cache is behind); without the recording client SetupWithManager installs (unit tests), from
