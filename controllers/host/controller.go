@@ -264,7 +264,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 	}
 	// Only this controller sets a host's conditions: a round's status, conditions included, is
-	// one write (internal/onepatch; a condition of another type would lock it).
+	// one write (internal/onepatch; a condition of another type found on the host sends it
+	// through CAPI's patch helper, which keeps that condition).
 	helper := onepatch.New(host, r.Client).Owning(ownedConditions...)
 	if notPaused != nil {
 		conditions.Set(host, *notPaused) // a new host: with the round's write
@@ -650,8 +651,8 @@ func (r *Reconciler) retryAfter(err error) time.Duration {
 }
 
 // ownedConditions are the condition types this controller sets on a host: the only ones a
-// host holds. (A type it does not own found on a host locks the round's writes, so that it is
-// not overwritten: onepatch.Helper.Owning.)
+// host holds. (A type it does not own found on a host sends the round's write through CAPI's
+// patch helper, which keeps it: onepatch.Helper.Owning.)
 var ownedConditions = []string{
 	infrav1.ReadyCondition, clusterv1.PausedCondition, infrav1.BMCReachableCondition,
 	infrav1.InspectedCondition, infrav1.BootPreparedCondition, infrav1.CleanedCondition,

@@ -1,7 +1,7 @@
 // Package onepatch writes what a reconcile round changed in an object: the metadata and spec in
 // one merge patch, the whole status, conditions included, in one status merge patch. Unlocked, it
 // is for an object whose conditions only its own controller sets (Owning names them: a condition
-// of another type in the copy read locks the writes, so that it is never overwritten); Locked,
+// of another type in the copy read sends the round to CAPI's patch helper, which keeps it); Locked,
 // for one whose conditions another controller sets too, where a refused write goes to CAPI's
 // patch helper.
 //
@@ -26,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -52,12 +53,13 @@ func (h *Helper) Locked(rv string) *Helper {
 }
 
 // Owning names the condition types the caller's controller sets. Where the copy given to New
-// holds a condition of another type (another controller set it: the status patch carries
-// status.conditions whole, and would overwrite it with that copy's), the writes are locked on
-// that copy's resourceVersion unless Locked gives another: a write of that condition since the
-// read makes them a Conflict, and the caller's next round, on a newer copy, writes its own again.
-// (A foreign condition first written after the read is not seen, and that round's write drops
-// it: the other controller, which watches the object, sets it again, and from then on it is seen.)
+// holds a condition of another type (another controller, or someone with kubectl, set it: the
+// one status patch carries status.conditions whole, and would overwrite it with that copy's),
+// Patch writes through CAPI's patch helper instead, which patches only the conditions the round
+// changed onto the object as stored (locked, read again and merged on a conflict), then the rest:
+// that condition is kept whatever was written since the read, at the cost of a second status
+// write. (A foreign condition first written after the read is not seen, and that round's write
+// drops it once; from the next round on it is seen and kept.)
 func (h *Helper) Owning(types ...string) *Helper {
 	h.owned = types
 	return h
@@ -80,7 +82,8 @@ func (h *Helper) foreign() bool {
 	return false
 }
 
-// Patch writes what changed in obj since New: at most one patch of its metadata and spec, then
+// Patch writes what changed in obj since New (through CAPI's patch helper where the copy read
+// holds a condition the caller does not own, see Owning): at most one patch of its metadata and spec, then
 // one of its status. obj itself is left as it is (the writes are made with copies), as with CAPI's
 // patch helper. A status the API server no longer has because the object is gone (deleting, its
 // last finalizer removed by the first patch) is not an error.
@@ -96,10 +99,14 @@ func (h *Helper) Patch(ctx context.Context, obj client.Object) error {
 	status, statusChanged := diff["status"]
 	delete(diff, "status")
 	var errs []error
-	rv, conflict := h.rv, false
-	if rv == "" && h.foreign() {
-		rv = h.before.GetResourceVersion()
+	if h.rv == "" && h.foreign() {
+		helper, err := patch.NewHelper(h.before, h.c)
+		if err != nil {
+			return fmt.Errorf("patching %s: %w", client.ObjectKeyFromObject(obj), err)
+		}
+		return helper.Patch(ctx, obj, patch.WithOwnedConditions{Conditions: h.owned})
 	}
+	rv, conflict := h.rv, false
 	if len(diff) > 0 {
 		written := obj.DeepCopyObject().(client.Object)
 		body, err := body(diff, rv)

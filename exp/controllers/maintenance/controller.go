@@ -230,7 +230,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	// This controller alone sets the maintenance's conditions: a round's status, conditions
-	// included, is one write (internal/onepatch; a condition of another type would lock it).
+	// included, is one write (internal/onepatch; a condition of another type found on it sends
+	// the write through CAPI's patch helper, which keeps that condition).
 	helper := onepatch.New(m, r.Client).Owning(ownedConditions...)
 	defer func() {
 		if err := helper.Patch(ctx, m); err != nil {

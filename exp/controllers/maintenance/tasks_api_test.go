@@ -466,8 +466,8 @@ func TestTheGateDecidesFromTheCacheOnceItHoldsEveryStartItWrote(t *testing.T) {
 			if c.lostAnswer {
 				first.Client = first.fresh.Client(lostAnswers{api})
 			}
-			// The start is written once, under the gate's lock; a round that wrote it twice would
-			// conflict with itself here.
+			// The start is written under the gate's lock, and the round writes nothing after it
+			// (TestTheRoundThatStartsAMaintenanceWritesItOnce counts the writes).
 			if _, err := first.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "m-b"}}); err != nil &&
 				(!c.lostAnswer || !apierrors.IsTimeout(err)) {
 				t.Fatal(err)
@@ -641,8 +641,8 @@ func TestAStageAndItsConditionsAreOneWrite(t *testing.T) {
 	if got.Status.Stage == "" || len(got.Status.Conditions) == 0 || writes != 1 {
 		t.Errorf("after the first round: stage %q, conditions %v, %d status writes; want a stage and its conditions, written once", got.Status.Stage, got.Status.Conditions, writes)
 	}
-	// A condition type the controller does not list as its own would lock every round's write
-	// (onepatch.Helper.Owning).
+	// A condition type the controller does not list as its own would send every round's write
+	// through CAPI's patch helper, two writes (onepatch.Helper.Owning).
 	for _, c := range got.Status.Conditions {
 		if !slices.Contains(ownedConditions, c.Type) {
 			t.Errorf("the round set condition %s, not in ownedConditions %v", c.Type, ownedConditions)
