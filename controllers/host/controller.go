@@ -266,7 +266,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	// Only this controller sets a host's conditions: a round's status, conditions included, is
 	// one write (internal/onepatch; a condition of another type found on the host sends it
 	// through CAPI's patch helper, which keeps that condition).
-	helper := onepatch.New(host, r.Client).Owning(ownedConditions...)
+	helper := onepatch.New(host, r.Client).Owning(r.APIReader, ownedConditions...)
 	if notPaused != nil {
 		conditions.Set(host, *notPaused) // a new host: with the round's write
 	}
@@ -306,7 +306,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			return err
 		}
 		// What the round changes from here on is written at its end, as usual.
-		helper = onepatch.New(host, r.Client).Owning(ownedConditions...)
+		helper = onepatch.New(host, r.Client).Owning(r.APIReader, ownedConditions...)
 		return nil
 	}}
 	res, err := r.handlers()[stateOf(host)](ctx, s)

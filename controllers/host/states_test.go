@@ -535,8 +535,8 @@ func TestHostStateMachine(t *testing.T) {
 				tc.want.check(t, got)
 			}
 			// A condition type the controller does not list as its own would send every round's
-			// write through CAPI's patch helper, two writes (onepatch.Helper.Owning): whatever a
-			// round sets must be in the list.
+			// write through CAPI's patch helper, a read and up to three writes
+			// (onepatch.Helper.Owning): whatever a round sets must be in the list.
 			for _, c := range got.Status.Conditions {
 				if !slices.Contains(ownedConditions, c.Type) {
 					t.Errorf("the round set condition %s, not in ownedConditions %v", c.Type, ownedConditions)

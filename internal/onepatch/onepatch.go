@@ -34,8 +34,9 @@ import (
 type Helper struct {
 	c      client.Client
 	before client.Object
-	rv     string   // the resourceVersion the writes are locked on ("": not locked)
-	owned  []string // the condition types the caller sets (nil: not said)
+	rv     string        // the resourceVersion the writes are locked on ("": not locked)
+	owned  []string      // the condition types the caller sets (nil: not said)
+	api    client.Reader // where CAPI's patch helper reads (Owning)
 }
 
 // New remembers obj as it is now.
@@ -55,14 +56,27 @@ func (h *Helper) Locked(rv string) *Helper {
 // Owning names the condition types the caller's controller sets. Where the copy given to New
 // holds a condition of another type (another controller, or someone with kubectl, set it: the
 // one status patch carries status.conditions whole, and would overwrite it with that copy's),
-// Patch writes through CAPI's patch helper instead, which patches only the conditions the round
-// changed onto the object as stored (locked, read again and merged on a conflict), then the rest:
-// that condition is kept whatever was written since the read, at the cost of a second status
-// write. (A foreign condition first written after the read is not seen, and that round's write
-// drops it once; from the next round on it is seen and kept.)
-func (h *Helper) Owning(types ...string) *Helper {
-	h.owned = types
+// Patch writes through CAPI's patch helper instead: it reads the object through api (the API
+// server: a cache behind the round's own earlier write would make its locked conditions patch
+// conflict until it gives up), patches the conditions the round changed onto that copy (locked,
+// read again and merged on a conflict), then the metadata and spec, then the rest of the status:
+// that condition is kept whatever was written since the round's read, at the cost of a read and
+// up to two more writes. (A foreign condition first written after the read is not seen, and that
+// round's write drops it: a controller that watches the object sets it again, and from then on
+// it is seen; one set by hand is lost.)
+func (h *Helper) Owning(api client.Reader, types ...string) *Helper {
+	h.owned, h.api = types, api
 	return h
+}
+
+// readsFrom is a client whose reads go to r.
+type readsFrom struct {
+	client.Client
+	r client.Reader
+}
+
+func (c readsFrom) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return c.r.Get(ctx, key, obj, opts...)
 }
 
 // foreign tells whether the copy read holds a condition whose type the caller does not own.
@@ -82,8 +96,8 @@ func (h *Helper) foreign() bool {
 	return false
 }
 
-// Patch writes what changed in obj since New (through CAPI's patch helper where the copy read
-// holds a condition the caller does not own, see Owning): at most one patch of its metadata and spec, then
+// Patch writes what changed in obj since New (through CAPI's patch helper, in its order, where
+// the copy read holds a condition the caller does not own, see Owning): at most one patch of its metadata and spec, then
 // one of its status. obj itself is left as it is (the writes are made with copies), as with CAPI's
 // patch helper. A status the API server no longer has because the object is gone (deleting, its
 // last finalizer removed by the first patch) is not an error.
@@ -100,7 +114,11 @@ func (h *Helper) Patch(ctx context.Context, obj client.Object) error {
 	delete(diff, "status")
 	var errs []error
 	if h.rv == "" && h.foreign() {
-		helper, err := patch.NewHelper(h.before, h.c)
+		c := h.c
+		if h.api != nil {
+			c = readsFrom{Client: h.c, r: h.api}
+		}
+		helper, err := patch.NewHelper(h.before, c)
 		if err != nil {
 			return fmt.Errorf("patching %s: %w", client.ObjectKeyFromObject(obj), err)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -41,6 +42,18 @@ func (s *statusWrites) Patch(ctx context.Context, o client.Object, p client.Patc
 	data, _ := p.Data(o)
 	s.w.log = append(s.w.log, "status "+string(data))
 	return s.SubResourceWriter.Patch(ctx, o, p, opts...)
+}
+
+// staleCache reads copy for every Get, as a cache behind the API server would; it writes
+// through the client it embeds.
+type staleCache struct {
+	client.Client
+	copy client.Object
+}
+
+func (s *staleCache) Get(_ context.Context, _ client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	s.copy.DeepCopyObject().(*infrav1.RedfishHost).DeepCopyInto(obj.(*infrav1.RedfishHost))
+	return nil
 }
 
 func setup(t *testing.T) (*writes, *infrav1.RedfishHost) {
@@ -228,11 +241,17 @@ func TestAConditionSetByAnotherControllerIsKept(t *testing.T) {
 	if err := c.Status().Update(t.Context(), h); err != nil {
 		t.Fatal(err)
 	}
-	helper := New(read, c).Owning(infrav1.ReadyCondition)
+	// The round's client reads a cache still at that copy; the API server has the newer write.
+	cache := &staleCache{Client: c, copy: read.DeepCopy()}
+	helper := New(read, cache).Owning(c, infrav1.ReadyCondition)
 	conditions.Set(read, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "Ready"})
 	read.Status.State = infrav1.HostStateAvailable
+	held := read.DeepCopy()
 	if err := helper.Patch(t.Context(), read); err != nil {
 		t.Fatalf("a round on a copy older than another controller's condition: %v", err)
+	}
+	if !equality.Semantic.DeepEqual(held, read) {
+		t.Errorf("the object held was changed by the write")
 	}
 	stored := &infrav1.RedfishHost{}
 	if err := c.Get(t.Context(), client.ObjectKeyFromObject(h), stored); err != nil {
@@ -246,7 +265,7 @@ func TestAConditionSetByAnotherControllerIsKept(t *testing.T) {
 	}
 	// Owning only what the object holds, the round is one status patch without a lock.
 	c2, h2 := setup(t)
-	helper = New(h2, c2).Owning(infrav1.ReadyCondition)
+	helper = New(h2, c2).Owning(c2, infrav1.ReadyCondition)
 	conditions.Set(h2, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "Ready"})
 	if err := helper.Patch(t.Context(), h2); err != nil {
 		t.Fatal(err)

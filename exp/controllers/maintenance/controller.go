@@ -232,7 +232,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	// This controller alone sets the maintenance's conditions: a round's status, conditions
 	// included, is one write (internal/onepatch; a condition of another type found on it sends
 	// the write through CAPI's patch helper, which keeps that condition).
-	helper := onepatch.New(m, r.Client).Owning(ownedConditions...)
+	helper := onepatch.New(m, r.Client).Owning(r.APIReader, ownedConditions...)
 	defer func() {
 		if err := helper.Patch(ctx, m); err != nil {
 			retErr = errors.Join(retErr, err)
@@ -279,7 +279,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	// before wrote the same status again (and, through CAPI's patch helper, whose conditions
 	// patch re-read the cache still without that write, conflicted and slept 100-200 ms before
 	// each retry while the next round, the Machine's deletion, waited for this one).
-	stored := func() { helper = onepatch.New(m, r.Client).Owning(ownedConditions...) }
+	stored := func() { helper = onepatch.New(m, r.Client).Owning(r.APIReader, ownedConditions...) }
 	return r.advance(ctx, m, host, stored)
 }
 
