@@ -90,11 +90,29 @@ func startBed(name string, n int, o bedOptions) *bed {
 		Eventually(func() error { return env.List(ctx, list, client.InNamespace(b.ns)) }).Should(Succeed(),
 			"listing the bed's hosts to remove them: a later bed's server on a reused port would be refused")
 		for i := range list.Items {
-			h := &list.Items[i]
-			before := h.DeepCopy()
-			h.Finalizers = nil
-			_ = env.Patch(ctx, h, client.MergeFrom(before))
-			_ = client.IgnoreNotFound(env.Delete(ctx, h))
+			key := client.ObjectKeyFromObject(&list.Items[i])
+			// Deleted first, then its finalizers dropped, until it is gone: dropped before the
+			// deletion, the host controller could add its finalizer back in between, and a
+			// provisioned host then stayed deleting for good, its BMC address taken.
+			Eventually(func() error {
+				if err := client.IgnoreNotFound(env.Delete(ctx, &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}})); err != nil {
+					return err
+				}
+				h := &infrav1.RedfishHost{}
+				if err := env.Get(ctx, key, h); apierrors.IsNotFound(err) {
+					return nil
+				} else if err != nil {
+					return err
+				}
+				if len(h.Finalizers) > 0 {
+					before := h.DeepCopy()
+					h.Finalizers = nil
+					if err := env.Patch(ctx, h, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+						return err
+					}
+				}
+				return fmt.Errorf("host %s still there", key)
+			}).Should(Succeed(), "removing the bed's hosts: a later bed's server on a reused port would be refused")
 		}
 	})
 	for i, s := range fleet.Servers {
