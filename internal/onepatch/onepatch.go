@@ -24,8 +24,8 @@ import (
 	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -61,7 +61,7 @@ func (h *Helper) Locked(rv string) *Helper {
 // conflict until it gives up), patches the conditions the round changed onto that copy (locked,
 // read again and merged on a conflict), then the metadata and spec, then the rest of the status:
 // that condition is kept whatever was written since the round's read, at the cost of a read and
-// up to two more writes. (A foreign condition first written after the read is not seen, and that
+// up to three writes instead of two. (A foreign condition first written after the read is not seen, and that
 // round's write drops it: a controller that watches the object sets it again, and from then on
 // it is seen; one set by hand is lost.)
 func (h *Helper) Owning(api client.Reader, types ...string) *Helper {
@@ -84,7 +84,7 @@ func (h *Helper) foreign() bool {
 	if h.owned == nil {
 		return false
 	}
-	g, ok := h.before.(interface{ GetConditions() []metav1.Condition })
+	g, ok := h.before.(conditions.Getter)
 	if !ok {
 		return false
 	}
@@ -96,23 +96,12 @@ func (h *Helper) foreign() bool {
 	return false
 }
 
-// Patch writes what changed in obj since New (through CAPI's patch helper, in its order, where
-// the copy read holds a condition the caller does not own, see Owning): at most one patch of its metadata and spec, then
-// one of its status. obj itself is left as it is (the writes are made with copies), as with CAPI's
+// Patch writes what changed in obj since New: at most one patch of its metadata and spec, then
+// one of its status (through CAPI's patch helper, in its order, where the copy read holds a
+// condition the caller does not own: see Owning). obj itself is left as it is (the writes are made with copies), as with CAPI's
 // patch helper. A status the API server no longer has because the object is gone (deleting, its
 // last finalizer removed by the first patch) is not an error.
 func (h *Helper) Patch(ctx context.Context, obj client.Object) error {
-	data, err := client.MergeFrom(h.before).Data(obj)
-	if err != nil {
-		return fmt.Errorf("computing the patch of %s: %w", client.ObjectKeyFromObject(obj), err)
-	}
-	diff := map[string]json.RawMessage{}
-	if err := json.Unmarshal(data, &diff); err != nil {
-		return fmt.Errorf("computing the patch of %s: %w", client.ObjectKeyFromObject(obj), err)
-	}
-	status, statusChanged := diff["status"]
-	delete(diff, "status")
-	var errs []error
 	if h.rv == "" && h.foreign() {
 		c := h.c
 		if h.api != nil {
@@ -124,6 +113,17 @@ func (h *Helper) Patch(ctx context.Context, obj client.Object) error {
 		}
 		return helper.Patch(ctx, obj, patch.WithOwnedConditions{Conditions: h.owned})
 	}
+	data, err := client.MergeFrom(h.before).Data(obj)
+	if err != nil {
+		return fmt.Errorf("computing the patch of %s: %w", client.ObjectKeyFromObject(obj), err)
+	}
+	diff := map[string]json.RawMessage{}
+	if err := json.Unmarshal(data, &diff); err != nil {
+		return fmt.Errorf("computing the patch of %s: %w", client.ObjectKeyFromObject(obj), err)
+	}
+	status, statusChanged := diff["status"]
+	delete(diff, "status")
+	var errs []error
 	rv, conflict := h.rv, false
 	if len(diff) > 0 {
 		written := obj.DeepCopyObject().(client.Object)
