@@ -74,10 +74,14 @@ type Client interface {
 	TaskStatus(ctx context.Context, uri string) (*Task, error)
 	// ErasesInProgress counts, among the given drives, those still reporting an erase.
 	ErasesInProgress(ctx context.Context, drives []string) (int, error)
-	// EraseDrives starts a secure erase of every drive of the system (the cleaning primitive) and
-	// returns one job per drive; follow each TaskURI with TaskStatus (empty: the BMC erased the
-	// drive before answering). ErrNothingToErase when the system has no drive Redfish can erase.
-	EraseDrives(ctx context.Context) ([]EraseJob, error)
+	// EraseDrives starts a secure erase of every drive present in the system (the cleaning
+	// primitive; empty bays are not drives) and returns one job per drive; follow each TaskURI
+	// with TaskStatus, then ErasesInProgress until the drives report no erase (an empty TaskURI
+	// does not mean the erase ended: some BMCs answer 202 without a monitor). Nothing is erased
+	// when a drive offers no erase: ErrDrivesNotErasable names such drives, ErrNothingToErase
+	// says none offers one. exempt names drives (Id or serial number) that may stay unerased
+	// when they offer no erase; a drive that offers one is erased all the same.
+	EraseDrives(ctx context.Context, exempt []string) ([]EraseJob, error)
 	// Stats reports the HTTP requests sent and sessions created by this client.
 	Stats() Stats
 }

@@ -27,6 +27,10 @@ var (
 	// ErrNothingToErase means the system has no drive Redfish can erase (no Drive.SecureErase
 	// action, or drives only behind SimpleStorage): cleaning cannot be done through this BMC.
 	ErrNothingToErase = errors.New("the BMC offers no drive erase (Drive.SecureErase)")
+	// ErrDrivesNotErasable means some drives offer an erase and others (named in the error) do
+	// not: nothing was erased, since a host released with one drive unerased would hand the
+	// previous tenant's data to the next.
+	ErrDrivesNotErasable = errors.New("some drives offer no Drive.SecureErase")
 	// ErrNoSeedSlot means the BMC offers no virtual media device for a seed volume: a single one
 	// when the OS image needs it too, or none at all.
 	ErrNoSeedSlot = errors.New("the BMC offers no second virtual media device (USB stick, floppy or second CD) for the seed volume")

@@ -88,6 +88,9 @@ func (c *client) Inventory(ctx context.Context) (*infrav1.Inventory, error) {
 				return nil, fmt.Errorf("reading drives of %s: %w", st.ODataID, classify(err))
 			}
 			for _, d := range drives {
+				if d.Status.State == schemas.AbsentState {
+					continue // an empty bay
+				}
 				drive := infrav1.Drive{Name: d.ID, Model: d.Model, SerialNumber: d.SerialNumber, MediaType: string(d.MediaType)}
 				if d.CapacityBytes != nil {
 					drive.CapacityBytes = int64(*d.CapacityBytes)
@@ -101,6 +104,9 @@ func (c *client) Inventory(ctx context.Context) (*infrav1.Inventory, error) {
 		if controllers, err := sys.SimpleStorage(); err == nil {
 			for _, st := range controllers {
 				for _, d := range st.Devices {
+					if d.Status.State == schemas.AbsentState {
+						continue // an empty bay
+					}
 					drive := infrav1.Drive{Name: d.Name, Model: d.Model}
 					if d.CapacityBytes != nil {
 						drive.CapacityBytes = int64(*d.CapacityBytes) //nolint:gosec // drive sizes fit

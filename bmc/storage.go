@@ -59,12 +59,12 @@ func (c *client) ErasesInProgress(ctx context.Context, drives []string) (int, er
 type EraseJob struct {
 	// Drive is the drive's Redfish path.
 	Drive string
-	// TaskURI is where the erase's progress is read (TaskStatus); empty when the BMC finished
-	// before it answered.
+	// TaskURI is where the erase's progress is read (TaskStatus); empty when the BMC gave no
+	// task: the drive's Operations then tell whether the erase still runs (ErasesInProgress).
 	TaskURI string
 }
 
-func (c *client) EraseDrives(ctx context.Context) ([]EraseJob, error) {
+func (c *client) EraseDrives(ctx context.Context, exempt []string) ([]EraseJob, error) {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
 	sys, err := c.system(ctx)
@@ -75,39 +75,80 @@ func (c *client) EraseDrives(ctx context.Context) ([]EraseJob, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing storage: %w", classify(err))
 	}
-	var jobs []EraseJob
-	without := 0
+	// Every drive present is erased, or none is: the erase starts only once each drive is known
+	// to offer one (or the host's operator exempted it by name or serial).
+	var erasable []*schemas.Drive
+	var unerasable []string
+	exempted := false
 	for _, st := range storages {
 		drives, err := st.Drives()
 		if err != nil {
 			return nil, fmt.Errorf("listing drives of %s: %w", st.ODataID, classify(err))
 		}
 		for _, d := range drives {
-			if !offersSecureErase(d.RawData) {
-				without++
-				continue
+			switch {
+			case d.Status.State == schemas.AbsentState:
+				// An empty bay.
+			case offersSecureErase(d.RawData):
+				erasable = append(erasable, d)
+			case slices.Contains(exempt, d.ID) || (d.SerialNumber != "" && slices.Contains(exempt, d.SerialNumber)):
+				exempted = true // the operator accepts this drive is not erased through Redfish
+			default:
+				unerasable = append(unerasable, driveName(d.ID, d.SerialNumber))
 			}
-			// A POST without If-Match (gofish would add the drive's ETag; iDRAC refuses that).
-			target := actionTarget(d.RawData, "#Drive.SecureErase", d.ODataID)
-			resp, err := c.request(ctx, http.MethodPost, target, //nolint:bodyclose // taskOf closes it
-				map[string]any{"OverwritePasses": 1, "SanitizationType": schemas.CryptographicEraseDataSanitizationType})
-			if err != nil {
-				return jobs, fmt.Errorf("erasing drive %s: %w", d.ODataID, err)
-			}
-			job := EraseJob{Drive: d.ODataID, TaskURI: taskOf(resp)}
-			jobs = append(jobs, job)
 		}
 	}
-	if len(jobs) == 0 {
-		simple := 0
+	if len(erasable) == 0 && len(unerasable) == 0 {
+		// Older BMCs list drives only as SimpleStorage devices, which have no erase.
+		// A system that lists no drive at all is not taken as clean: a BMC that answered an empty
+		// collection would otherwise release the host unerased.
+		var simple []string
 		if ss, err := sys.SimpleStorage(); err == nil {
 			for _, s := range ss {
-				simple += len(s.Devices)
+				for _, d := range s.Devices {
+					switch {
+					case d.Status.State == schemas.AbsentState:
+					case slices.Contains(exempt, d.Name):
+						exempted = true
+					default:
+						simple = append(simple, d.Name)
+					}
+				}
 			}
 		}
-		return nil, fmt.Errorf("%w: %d Storage drives without Drive.SecureErase, %d devices behind SimpleStorage (which has no erase)", ErrNothingToErase, without, simple)
+		if len(simple) == 0 && exempted {
+			return nil, nil // every drive present is exempt
+		}
+		return nil, fmt.Errorf("%w: no Storage drive offers Drive.SecureErase; %d devices behind SimpleStorage (which has no erase): %s",
+			ErrNothingToErase, len(simple), strings.Join(simple, ", "))
+	}
+	if len(unerasable) > 0 {
+		if len(erasable) == 0 {
+			return nil, fmt.Errorf("%w: %d Storage drives without Drive.SecureErase: %s", ErrNothingToErase, len(unerasable), strings.Join(unerasable, ", "))
+		}
+		return nil, fmt.Errorf("%w: %s (%d of %d drives; none was erased)", ErrDrivesNotErasable,
+			strings.Join(unerasable, ", "), len(unerasable), len(unerasable)+len(erasable))
+	}
+	var jobs []EraseJob
+	for _, d := range erasable {
+		// A POST without If-Match (gofish would add the drive's ETag; iDRAC refuses that).
+		target := actionTarget(d.RawData, "#Drive.SecureErase", d.ODataID)
+		resp, err := c.request(ctx, http.MethodPost, target, //nolint:bodyclose // taskOf closes it
+			map[string]any{"OverwritePasses": 1, "SanitizationType": schemas.CryptographicEraseDataSanitizationType})
+		if err != nil {
+			return jobs, fmt.Errorf("erasing drive %s: %w", d.ODataID, err)
+		}
+		jobs = append(jobs, EraseJob{Drive: d.ODataID, TaskURI: taskOf(resp)})
 	}
 	return jobs, nil
+}
+
+// driveName is how an error names a drive: its Id and, when it has one, its serial number.
+func driveName(id, serial string) string {
+	if serial == "" {
+		return id
+	}
+	return id + " (serial " + serial + ")"
 }
 
 // offersSecureErase says whether a drive's resource advertises the Drive.SecureErase action.

@@ -24,6 +24,10 @@ type FleetOptions struct {
 	TaskDuration  time.Duration
 	EraseDuration time.Duration
 	NoSecureErase bool
+	// NoSecureEraseDrives, EmptyBays and EraseWithoutMonitor as in Config.
+	NoSecureEraseDrives []string
+	EmptyBays           int
+	EraseWithoutMonitor bool
 	// IPXEChainURL and SingleMediaSlot as in Config.
 	IPXEChainURL    string
 	SingleMediaSlot bool
@@ -56,6 +60,7 @@ func StartFleet(opts FleetOptions) (*Fleet, error) {
 			Profile: profile,
 			ID:      fmt.Sprintf("%s-%d", opts.NamePrefix, i), Index: i, Fleet: opts.Fleet, Username: opts.Username, Password: opts.Password,
 			PowerLatency: opts.PowerLatency, POSTDuration: opts.POSTDuration, TaskDuration: opts.TaskDuration, EraseDuration: opts.EraseDuration, NoSecureErase: opts.NoSecureErase,
+			NoSecureEraseDrives: opts.NoSecureEraseDrives, EmptyBays: opts.EmptyBays, EraseWithoutMonitor: opts.EraseWithoutMonitor,
 			IPXEChainURL: opts.IPXEChainURL, SingleMediaSlot: opts.SingleMediaSlot,
 			TLS: opts.TLS, PoweredOn: opts.PoweredOn,
 		})

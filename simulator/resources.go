@@ -314,6 +314,10 @@ func (s *Server) simpleStorage() map[string]any {
 	defer s.mu.Unlock()
 	devices := []any{}
 	for _, d := range s.state.drives {
+		if d.absent {
+			devices = append(devices, map[string]any{"Name": "Empty bay " + d.id, "Status": map[string]any{"State": "Absent"}})
+			continue
+		}
 		devices = append(devices, map[string]any{"Name": d.id, "Model": d.model, "CapacityBytes": d.capacity,
 			"Status": map[string]any{"State": "Enabled", "Health": "OK"}})
 	}
@@ -579,10 +583,15 @@ func (s *Server) drive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := storagePath + "/Drives/" + d.id
+	if d.absent {
+		writeJSON(w, 200, map[string]any{"@odata.id": p, "@odata.type": "#Drive.v1_17_0.Drive", "Id": d.id, "Name": "Empty bay " + d.id,
+			"Status": map[string]any{"State": "Absent"}})
+		return
+	}
 	res := map[string]any{"@odata.id": p, "@odata.type": "#Drive.v1_17_0.Drive", "Id": d.id, "Name": d.id,
 		"Model": d.model, "SerialNumber": d.serial, "CapacityBytes": d.capacity, "MediaType": "SSD", "Protocol": "SATA",
 		"Status": map[string]any{"State": "Enabled", "Health": "OK"}}
-	if !s.cfg.NoSecureErase {
+	if !s.cfg.NoSecureErase && !d.noSecureErase {
 		res["Actions"] = map[string]any{"#Drive.SecureErase": map[string]any{"target": p + "/Actions/Drive.SecureErase"}}
 	}
 	if d.erasing {
@@ -597,7 +606,7 @@ func (s *Server) secureErase(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.findDrive(r.PathValue("id"))
-	if d == nil || s.cfg.NoSecureErase {
+	if d == nil || s.cfg.NoSecureErase || d.noSecureErase || d.absent {
 		writeError(w, 404, "Base.1.8.ResourceMissingAtURI", "No such drive or action.")
 		return
 	}
@@ -609,12 +618,18 @@ func (s *Server) secureErase(w http.ResponseWriter, r *http.Request) {
 	s.nextID++
 	t := &task{id: fmt.Sprintf("%d", s.nextID), state: TaskRunning, start: time.Now(), target: "Erase " + d.id,
 		message: "Secure erase of " + d.id + " started.", eraseTarget: r.URL.Path}
-	s.tasks[t.id] = t
+	if !s.cfg.EraseWithoutMonitor {
+		s.tasks[t.id] = t
+	}
 	s.after(s.cfg.EraseDuration, func() {
 		d.erasing, d.erased = false, d.erased+1
 		t.state, t.end, t.percent = TaskCompleted, time.Now(), 100
 		t.message = "Secure erase of " + d.id + " completed."
 	})
+	if s.cfg.EraseWithoutMonitor {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
 	w.Header().Set("Location", monitorPrefix+t.id)
 	w.Header().Set("Retry-After", "1")
 	writeJSON(w, http.StatusAccepted, t.resource())

@@ -46,6 +46,16 @@ type Config struct {
 	// NoSecureErase models BMCs that offer no drive erase (e.g. drives only behind
 	// SimpleStorage): drives carry no Drive.SecureErase action and the action answers 404.
 	NoSecureErase bool
+	// NoSecureEraseDrives lists drives (Disk0, Disk1) that carry no Drive.SecureErase action
+	// while the others do, as a controller that erases its SSDs but not a drive behind another
+	// HBA.
+	NoSecureEraseDrives []string
+	// EmptyBays adds that many drive bays with no drive in them (Status.State Absent, no
+	// serial, no actions) to the Storage's Drives, as BMCs list a chassis' empty slots.
+	EmptyBays int
+	// EraseWithoutMonitor answers a SecureErase with 202 and neither a task monitor nor a task:
+	// only the drive's Operations tell that the erase still runs.
+	EraseWithoutMonitor bool
 	// SessionTimeout expires idle sessions. Default 30 minutes.
 	SessionTimeout time.Duration
 	// TLS serves HTTPS with a self-signed certificate instead of HTTP.

@@ -56,6 +56,8 @@ type drive struct {
 	capacity          int64
 	erased            int  // times secure-erased (completed)
 	erasing           bool // an erase is running
+	noSecureErase     bool // no Drive.SecureErase action on this drive
+	absent            bool // an empty bay
 }
 
 type systemState struct {
@@ -97,10 +99,7 @@ func newSystemState(cfg Config) systemState {
 		pendingBios: map[string]any{},
 		biosVersion: "U46 v2.80",
 		bmcVersion:  "iLO 6 v1.60",
-		drives: []*drive{
-			{id: "Disk0", model: "MZ7LH960HAJR", serial: fmt.Sprintf("S4%s-0", cfg.ID), capacity: 960197124096},
-			{id: "Disk1", model: "MZ7LH960HAJR", serial: fmt.Sprintf("S4%s-1", cfg.ID), capacity: 960197124096},
-		},
+		drives:      drives(cfg),
 		macs: []string{
 			MAC(cfg.Fleet, i, 1),
 			MAC(cfg.Fleet, i, 2),
@@ -108,6 +107,21 @@ func newSystemState(cfg Config) systemState {
 		uuid:  fmt.Sprintf("4c4c4544-%04x-4000-8000-%012x", cfg.Fleet, i+1),
 		media: mediaSlots(cfg.SingleMediaSlot),
 	}
+}
+
+// drives are the system's two SSDs, then its empty bays.
+func drives(cfg Config) []*drive {
+	ds := []*drive{
+		{id: "Disk0", model: "MZ7LH960HAJR", serial: fmt.Sprintf("S4%s-0", cfg.ID), capacity: 960197124096},
+		{id: "Disk1", model: "MZ7LH960HAJR", serial: fmt.Sprintf("S4%s-1", cfg.ID), capacity: 960197124096},
+	}
+	for _, d := range ds {
+		d.noSecureErase = slices.Contains(cfg.NoSecureEraseDrives, d.id)
+	}
+	for i := range cfg.EmptyBays {
+		ds = append(ds, &drive{id: fmt.Sprintf("Bay%d", i+2), absent: true, noSecureErase: true})
+	}
+	return ds
 }
 
 // MAC is the address of NIC nic (1 or 2) of server index of fleet: locally administered,
@@ -292,6 +306,9 @@ func (s *Server) DriveErasures() map[string]int {
 	defer s.mu.Unlock()
 	out := map[string]int{}
 	for _, d := range s.state.drives {
+		if d.absent {
+			continue
+		}
 		out[d.id] = d.erased
 	}
 	return out

@@ -65,6 +65,10 @@ const (
 	EraseFailedReason = "EraseFailed"
 	// NothingToEraseReason: the BMC offers no drive erase; the host is not released.
 	NothingToEraseReason = "NothingToErase"
+	// DrivesNotErasable: some drives offer no Redfish erase (the condition names them); none
+	// was erased and the host stays out of the pool until they are erased out of band and
+	// listed in spec.unerasedDrivesAccepted, or the host is registered again.
+	DrivesNotErasableReason = "DrivesNotErasable"
 
 	// NoSeedMediaSlotReason: VirtualMedia provisioning needs a second virtual media device for
 	// the seed volume and the BMC has one only.

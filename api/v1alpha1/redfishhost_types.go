@@ -142,6 +142,18 @@ type RedfishHostSpec struct {
 	// bootImage task sets it.
 	// +optional
 	ServiceBoot *ServiceBoot `json:"serviceBoot,omitempty"`
+
+	// unerasedDrivesAccepted names drives (Redfish Id or serial number) that offer no Redfish
+	// erase and that the operator accepts to see released without one (erased out of band, or
+	// holding nothing of a tenant's). Cleaning erases every other drive present; a drive with no
+	// erase that is not listed here keeps the host out of the pool (condition Cleaned,
+	// reason DrivesNotErasable, names it). A listed drive that does offer an erase is erased.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	UnerasedDrivesAccepted []string `json:"unerasedDrivesAccepted,omitempty"`
 }
 
 // ServiceBoot is an image run on a host out of service (diagnostics, a firmware updater).

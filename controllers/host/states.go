@@ -521,8 +521,12 @@ func (r *Reconciler) clean(ctx context.Context, s *scope) (ctrl.Result, error) {
 		conditions.Set(h, metav1.Condition{Type: infrav1.CleanedCondition, Status: status, Reason: reason, Message: fmt.Sprintf(format, args...)})
 	}
 	if h.Status.Erase == nil {
-		jobs, err := s.bmc.EraseDrives(ctx)
+		jobs, err := s.bmc.EraseDrives(ctx, h.Spec.UnerasedDrivesAccepted)
 		switch {
+		case errors.Is(err, bmc.ErrDrivesNotErasable):
+			cleaned(metav1.ConditionFalse, infrav1.DrivesNotErasableReason,
+				"Not released: %s. Erase those drives out of band and list them in spec.unerasedDrivesAccepted, or cordon the host", err)
+			return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
 		case errors.Is(err, bmc.ErrNothingToErase):
 			cleaned(metav1.ConditionFalse, infrav1.NothingToEraseReason,
 				"Cannot clean through this BMC (%s); the host stays out of the pool. Erase it out of band, then delete and register the RedfishHost again; or provision it with automatedCleaningMode: Disabled", err)

@@ -85,8 +85,8 @@ func (f *fakeBMC) InsertMedia(_ context.Context, image, seed string) error {
 func (f *fakeBMC) EjectMedia(_ context.Context, match string) error {
 	return f.call("EjectMedia", match)
 }
-func (f *fakeBMC) EraseDrives(context.Context) ([]bmc.EraseJob, error) {
-	return f.eraseJobs, f.call("EraseDrives", "")
+func (f *fakeBMC) EraseDrives(_ context.Context, exempt []string) ([]bmc.EraseJob, error) {
+	return f.eraseJobs, f.call("EraseDrives", strings.Join(exempt, ","))
 }
 func (f *fakeBMC) ErasesInProgress(context.Context, []string) (int, error) {
 	return f.inProgress, f.call("ErasesInProgress", "")
@@ -374,6 +374,24 @@ func TestHostStateMachine(t *testing.T) {
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateCleaning, func(c *infrav1.HostClaim) { c.Release = true })},
 			bmc:  fakeBMC{power: bmc.PowerOff, errs: map[string]error{"EraseDrives": bmc.ErrNothingToErase}},
 			want: want{state: infrav1.HostStateCleaning, calls: []string{"EraseDrives"}, condition: "Cleaned=False/NothingToErase", requeue: retry}},
+		{name: "cleaning a server with one drive that cannot be erased: nothing released, the condition names the drive",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateCleaning, func(c *infrav1.HostClaim) { c.Release = true })},
+			bmc:  fakeBMC{power: bmc.PowerOff, errs: map[string]error{"EraseDrives": fmt.Errorf("%w: Disk1 (serial S-1)", bmc.ErrDrivesNotErasable)}},
+			want: want{state: infrav1.HostStateCleaning, calls: []string{"EraseDrives"}, condition: "Cleaned=False/DrivesNotErasable", requeue: retry,
+				check: func(t *testing.T, h *infrav1.RedfishHost) {
+					if c := conditions.Get(h, infrav1.CleanedCondition); c == nil || !strings.Contains(c.Message, "Disk1 (serial S-1)") || !strings.Contains(c.Message, "unerasedDrivesAccepted") {
+						t.Errorf("condition %+v; want it to name Disk1 and the override", c)
+					}
+					if h.Status.Claim == nil || h.Status.Erase != nil {
+						t.Errorf("claim %+v, erase %+v: want the claim kept and no erase recorded", h.Status.Claim, h.Status.Erase)
+					}
+				}}},
+		{name: "cleaning passes the drives the operator accepts unerased to the BMC",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateCleaning, func(c *infrav1.HostClaim) { c.Release = true }), func(h *infrav1.RedfishHost) {
+				h.Spec.UnerasedDrivesAccepted = []string{"S-1", "Disk9"}
+			}},
+			bmc:  fakeBMC{power: bmc.PowerOff, eraseJobs: []bmc.EraseJob{{Drive: "/d/0", TaskURI: "/t/0"}}},
+			want: want{state: infrav1.HostStateCleaning, calls: []string{"EraseDrives(S-1,Disk9)"}, condition: "Cleaned=False/Erasing", requeue: firstLook}},
 		{name: "cleaning starts the erases and records their tasks",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateCleaning, func(c *infrav1.HostClaim) { c.Release = true })},
 			bmc:  fakeBMC{power: bmc.PowerOff, eraseJobs: []bmc.EraseJob{{Drive: "/d/1", TaskURI: "/t/1"}, {Drive: "/d/2"}}},

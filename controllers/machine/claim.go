@@ -64,7 +64,9 @@ func (r *Reconciler) claimHost(ctx context.Context, s *scope) (ctrl.Result, erro
 		conditions.Set(rm, metav1.Condition{Type: infrav1.HostClaimedCondition, Status: metav1.ConditionFalse, Reason: "ClaimLost",
 			Message: fmt.Sprintf("Host %s is no longer claimed by this machine", rm.Status.HostRef)})
 		setNotReady(rm, "ClaimLost", "The claimed host was lost")
-		return ctrl.Result{}, nil
+		// Stop the round here (the next phases need a host) and look again later: a restored
+		// host may hand the claim back.
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	}
 
 	if host := claim.HostOf(rm.Spec.ProviderID, rm.Namespace); host != "" {

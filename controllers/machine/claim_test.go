@@ -641,3 +641,62 @@ func TestAllNotFoundThroughJoinsAndAggregates(t *testing.T) {
 		}
 	}
 }
+
+// A machine whose host was claimed by someone else (the host's status restored, an operator's
+// edit) says ClaimLost and waits; its round neither panics nor takes another host.
+func TestAMachineWhoseClaimWasLostSaysSoWithoutPanicking(t *testing.T) {
+	for _, withProviderID := range []bool{false, true} {
+		c, rm, host := newMachineWorld(t)
+		ctx := t.Context()
+		if withProviderID {
+			rm.Spec.ProviderID = "redfish://ns/h1/m1"
+			if err := c.Update(ctx, rm); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rm.Status.HostRef = "h1"
+		if err := c.Status().Update(ctx, rm); err != nil {
+			t.Fatal(err)
+		}
+		host.Status.State = infrav1.HostStateProvisioned
+		host.Status.Claim = &infrav1.HostClaim{Consumer: infrav1.ObjectRef{APIGroup: infrav1.GroupVersion.Group, Kind: "RedfishMachine", Namespace: "ns", Name: "other"}, ConsumerUID: "other-uid"}
+		if err := c.Status().Update(ctx, host); err != nil {
+			t.Fatal(err)
+		}
+		h2 := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h2"}}
+		if err := c.Create(ctx, h2); err != nil {
+			t.Fatal(err)
+		}
+		h2.Status.State = infrav1.HostStateAvailable
+		if err := c.Status().Update(ctx, h2); err != nil {
+			t.Fatal(err)
+		}
+		r := &Reconciler{Client: c, APIReader: c, ClusterCache: notConnected{}, PollInterval: 2 * time.Second}
+		var res ctrl.Result
+		var err error
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Fatalf("providerID %t: the round panicked: %v", withProviderID, p)
+				}
+			}()
+			res, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rm)})
+		}()
+		if err != nil {
+			t.Fatalf("providerID %t: %v", withProviderID, err)
+		}
+		got, gotH2 := &infrav1.RedfishMachine{}, &infrav1.RedfishHost{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(rm), got); err != nil {
+			t.Fatal(err)
+		}
+		if cond := conditions.Get(got, infrav1.HostClaimedCondition); cond == nil || cond.Reason != "ClaimLost" {
+			t.Errorf("providerID %t: HostClaimed %+v, want reason ClaimLost", withProviderID, cond)
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(h2), gotH2); err != nil || gotH2.Status.Claim != nil {
+			t.Errorf("providerID %t: h2 claim %+v (%v); a machine that lost its host must not take another", withProviderID, gotH2.Status.Claim, err)
+		}
+		if res.RequeueAfter == 0 {
+			t.Errorf("providerID %t: result %+v, want a later look", withProviderID, res)
+		}
+	}
+}

@@ -104,9 +104,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if controllerutil.AddFinalizer(rr, Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	host, err := r.hostOf(ctx, rr)
+	host, ours, err := r.hostOf(ctx, rr)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if host != nil && !ours {
+		// The machine no longer holds this host (its claim was lost or is being released): never
+		// power off someone else's server, and take back a request made while it was ours. The
+		// request is written locked on the host read, so a claim that changed meanwhile refuses it.
+		if err := r.setRequest(ctx, host, rr, false); err != nil {
+			return retryOnConflict(err)
+		}
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	}
 	if host == nil {
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil // the machine has no host (yet): nothing to reboot
@@ -175,24 +184,26 @@ func retryOnConflict(err error) (ctrl.Result, error) {
 }
 
 // hostOf finds the host of the Machine the remediation is named after (as the MachineHealthCheck
-// names it).
-func (r *Reconciler) hostOf(ctx context.Context, rr *infrav1.RedfishRemediation) (*infrav1.RedfishHost, error) {
+// names it), and whether that machine still holds it: claimed by its RedfishMachine (by UID), and
+// not being released.
+func (r *Reconciler) hostOf(ctx context.Context, rr *infrav1.RedfishRemediation) (*infrav1.RedfishHost, bool, error) {
 	m := &clusterv1.Machine{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: rr.Namespace, Name: rr.Name}, m); err != nil {
-		return nil, client.IgnoreNotFound(err)
+		return nil, false, client.IgnoreNotFound(err)
 	}
 	rm := &infrav1.RedfishMachine{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: rr.Namespace, Name: m.Spec.InfrastructureRef.Name}, rm); err != nil {
-		return nil, client.IgnoreNotFound(err)
+		return nil, false, client.IgnoreNotFound(err)
 	}
 	if rm.Status.HostRef == "" {
-		return nil, nil
+		return nil, false, nil
 	}
 	h := &infrav1.RedfishHost{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: rr.Namespace, Name: rm.Status.HostRef}, h); err != nil {
-		return nil, client.IgnoreNotFound(err)
+		return nil, false, client.IgnoreNotFound(err)
 	}
-	return h, nil
+	c := h.Status.Claim
+	return h, c != nil && c.ConsumerUID == string(rm.UID) && !c.Release, nil
 }
 
 // setRequest adds or removes this remediation's reboot request on the host.

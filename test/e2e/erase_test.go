@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -74,6 +75,71 @@ var _ = Describe("Cleaning with asynchronous erases", Label("erase-async"), func
 		}, 3*time.Second, 250*time.Millisecond).Should(Succeed())
 	})
 })
+
+var _ = Describe("Cleaning a host with a drive Redfish cannot erase", Label("partial-erase"), func() {
+	It("releases nothing while one drive cannot be erased, names it, and erases the rest once the operator accepts it", func() {
+		const erase = 2 * time.Second
+		// Disk1 has no SecureErase, an empty bay sits beside it, and the BMC answers an erase
+		// with a bare 202 (no task monitor): only the drive says when its erase ended.
+		b := startBed("parterase", 1, bedOptions{withOS: true, fleet: simulator.FleetOptions{
+			NoSecureEraseDrives: []string{"Disk1"}, EmptyBays: 1, EraseWithoutMonitor: true, EraseDuration: erase}})
+		b.waitHostsAvailable(1)
+		server := b.fleet.Servers[0]
+		b.createCluster("parterase")
+		hostName := b.controlPlane()
+		key := client.ObjectKey{Namespace: b.ns, Name: hostName}
+
+		cp := b.machinesOfCluster()[0]
+		Expect(env.Delete(ctx, &cp)).To(Succeed())
+		h := &infrav1.RedfishHost{}
+		Eventually(func(g Gomega) {
+			g.Expect(env.Get(ctx, key, h)).To(Succeed())
+			c := findCondition(h.Status.Conditions, infrav1.CleanedCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(infrav1.DrivesNotErasableReason))
+			g.Expect(c.Message).To(ContainSubstring("Disk1 (serial " + "S4" + server.ID() + "-1)"))
+			g.Expect(c.Message).NotTo(ContainSubstring("Disk0"))
+			g.Expect(c.Message).NotTo(ContainSubstring("Bay"))
+			g.Expect(h.Status.State).To(Equal(infrav1.HostStateCleaning))
+		}).Should(Succeed())
+
+		By("staying out of the pool, with no drive erased")
+		Consistently(func(g Gomega) {
+			g.Expect(env.Get(ctx, key, h)).To(Succeed())
+			g.Expect(h.Status.State).To(Equal(infrav1.HostStateCleaning))
+			g.Expect(h.Status.Claim).NotTo(BeNil())
+		}, 3*time.Second, 250*time.Millisecond).Should(Succeed())
+		Expect(eraseRequests(server)).To(BeZero(), "an erase was started although one drive cannot be erased")
+
+		By("the operator accepting Disk1 unerased: Disk0 is erased and the host released once the drive says so")
+		Eventually(func() error {
+			if err := env.Get(ctx, key, h); err != nil {
+				return err
+			}
+			h.Spec.UnerasedDrivesAccepted = []string{"Disk1"}
+			return env.Update(ctx, h)
+		}).Should(Succeed())
+		accepted := time.Now()
+		Eventually(func(g Gomega) {
+			g.Expect(env.Get(ctx, key, h)).To(Succeed())
+			g.Expect(h.Status.State).To(Equal(infrav1.HostStateAvailable))
+		}, erase+time.Minute, 100*time.Millisecond).Should(Succeed())
+		Expect(time.Since(accepted)).To(BeNumerically(">=", erase), "the host came back before Disk0's erase could have finished")
+		Expect(server.DriveErasures()).To(Equal(map[string]int{"Disk0": 1, "Disk1": 0}))
+		Expect(eraseRequests(server)).To(Equal(1))
+	})
+})
+
+// eraseRequests counts the SecureErase requests a server carried out.
+func eraseRequests(s *simulator.Server) int {
+	n := 0
+	for path, c := range s.Stats().Posts {
+		if strings.HasSuffix(path, "/Actions/Drive.SecureErase") {
+			n += c
+		}
+	}
+	return n
+}
 
 // machinesOfCluster lists the bed cluster's Machines.
 func (b *bed) machinesOfCluster() []clusterv1.Machine {
