@@ -6,6 +6,7 @@ package bmc
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -114,6 +115,9 @@ type Options struct {
 	BreakerThreshold int
 	// BreakerCooldown is how long an open breaker fails calls fast. Default 30s.
 	BreakerCooldown time.Duration
+	// ImageRootCAs verify the HTTPS image servers the provider downloads firmware images from
+	// (for BMCs that only take a pushed image); nil: the system's roots.
+	ImageRootCAs *x509.CertPool
 	// Observe, when set, is told about every HTTP request: the BMC base URL, method, status
 	// (0 without an answer) and duration. The manager feeds Prometheus with it.
 	Observe func(bmc, method string, status int, d time.Duration)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -500,5 +501,53 @@ func TestBasicAuthDoesNotResendARefusedPassword(t *testing.T) {
 	}
 	if n := s.Stats().Requests["GET"] - before; n != 1 {
 		t.Errorf("%d requests carried the wrong password, want 1", n)
+	}
+}
+
+// A breaker always leaves half-open: a probe taken by a client the pool has since logged out
+// (credentials or CA rotated) ends without a request, and must not keep the breaker shut for good.
+func TestABreakerProbedThroughALoggedOutClientRecovers(t *testing.T) {
+	s := newSim(t, simulator.Config{TLS: true})
+	pool := NewPool(fastOpts)
+	ctx := context.Background()
+	tg := target(s)
+	c, err := settle(t, pool, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The BMC hangs long enough to open the breaker, then recovers.
+	s.Fault.Hang()
+	if _, err := c.PowerState(ctx); err == nil {
+		t.Fatal("a hanging BMC answered")
+	}
+	s.Fault.Unhang()
+	// The CA bundle is rotated (same trust, other bytes): the pool logs the old client out.
+	rot := tg
+	rot.CABundle = append(slices.Clone(tg.CABundle), '\n')
+	if _, err := pool.Get(ctx, rot); !errors.Is(err, ErrCircuitOpen) {
+		t.Fatalf("Get with the rotated CA while the breaker is open: %v, want ErrCircuitOpen", err)
+	}
+	waitFor(t, 5*time.Second, "the old client to be logged out", func() (bool, any) {
+		cl := c.(*client)
+		cl.tr.mu.Lock()
+		defer cl.tr.mu.Unlock()
+		return cl.tr.closed, nil
+	})
+	// After the cooldown a reconcile still holding the old client takes the half-open probe.
+	time.Sleep(fastOpts.BreakerCooldown)
+	if _, err := c.PowerState(ctx); err == nil {
+		t.Fatal("a logged-out client answered")
+	}
+	// The BMC is healthy: the rotated target connects within one more cooldown.
+	deadline := time.Now().Add(2 * fastOpts.BreakerCooldown)
+	for {
+		_, err := settle(t, pool, rot)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the breaker never left half-open: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

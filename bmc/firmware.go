@@ -3,10 +3,13 @@ package bmc
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
@@ -157,7 +160,7 @@ func (c *client) runningUpdate(api *gofish.APIClient) (string, error) {
 func (c *client) push(ctx context.Context, pushURI, imageURI string, targets []string, creds *ImageCredentials) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.PushTimeout)
 	defer cancel()
-	img, name, size, err := openImage(ctx, imageURI, creds)
+	img, name, size, err := openImage(ctx, imageURI, creds, c.opts)
 	if err != nil {
 		return "", err
 	}
@@ -212,11 +215,15 @@ func (c *client) push(ctx context.Context, pushURI, imageURI string, targets []s
 }
 
 // openImage starts downloading a firmware image: its body, file name (BMCs read it) and size
-// (-1 when the server does not say).
-func openImage(ctx context.Context, imageURI string, creds *ImageCredentials) (io.ReadCloser, string, int64, error) {
+// (-1 when the server does not say). Credentials go over HTTPS only and to the image's own
+// scheme, host and port only; no redirect leads to plain HTTP from HTTPS (see imageClient).
+func openImage(ctx context.Context, imageURI string, creds *ImageCredentials, opts Options) (io.ReadCloser, string, int64, error) {
 	u, err := url.Parse(imageURI)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, "", 0, fmt.Errorf("firmware image %q: only http and https images can be pushed", Redact(imageURI))
+	}
+	if creds != nil && u.Scheme != "https" {
+		return nil, "", 0, fmt.Errorf("firmware image %s: image server credentials are sent over https only", Redact(imageURI))
 	}
 	name := path.Base(u.Path)
 	if name == "." || name == "/" {
@@ -229,7 +236,7 @@ func openImage(ctx context.Context, imageURI string, creds *ImageCredentials) (i
 	if creds != nil {
 		req.SetBasicAuth(creds.Username, creds.Password)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := imageClient(u, creds != nil, opts).Do(req)
 	if err != nil {
 		return nil, "", 0, fmt.Errorf("downloading firmware image %s: %s", Redact(imageURI), Redact(err.Error()))
 	}
@@ -238,4 +245,39 @@ func openImage(ctx context.Context, imageURI string, creds *ImageCredentials) (i
 		return nil, "", 0, fmt.Errorf("downloading firmware image %s: %s", Redact(imageURI), resp.Status)
 	}
 	return resp.Body, name, resp.ContentLength, nil
+}
+
+// maxImageRedirects bounds the redirects an image download follows.
+const maxImageRedirects = 5
+
+// imageClient is the HTTP client of one image download: bounded (connect, TLS handshake and
+// response headers time out; the body is bounded by the push's context), with redirects followed
+// only to HTTPS when the origin is HTTPS, and only to the origin's own scheme, host and port when
+// credentials go with the request (Go's client would forward them to the same host over plain
+// HTTP).
+func imageClient(origin *url.URL, withCreds bool, opts Options) *http.Client {
+	opts = opts.withDefaults()
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           dialer.DialContext,
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: opts.ImageRootCAs},
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: opts.AttemptTimeout,
+		DisableKeepAlives:     true, // one download
+	}
+	return &http.Client{Transport: tr, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		to := req.URL
+		switch {
+		case len(via) >= maxImageRedirects:
+			return fmt.Errorf("more than %d redirects", maxImageRedirects)
+		case to.Scheme != "https" && to.Scheme != "http":
+			return fmt.Errorf("redirected to a %s URL", to.Scheme)
+		case origin.Scheme == "https" && to.Scheme != "https":
+			return errors.New("redirected from https to plain http: not followed")
+		case withCreds && (to.Scheme != origin.Scheme || to.Host != origin.Host):
+			return fmt.Errorf("redirected to %s://%s: image server credentials go to %s://%s only, the redirect is not followed", to.Scheme, to.Host, origin.Scheme, origin.Host)
+		}
+		return nil
+	}}
 }

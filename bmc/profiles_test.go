@@ -618,7 +618,8 @@ func TestImageCredentialsReachTheImageServer(t *testing.T) {
 	ctx := context.Background()
 	creds := &ImageCredentials{Username: "fw-reader", Password: "s3cret"}
 	var seen []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// HTTPS: the provider sends image credentials over nothing else.
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user, pass, _ := r.BasicAuth()
 		seen = append(seen, user+":"+pass)
 		_, _ = w.Write(bytes.Repeat([]byte{0x5a}, 4096))
@@ -626,7 +627,7 @@ func TestImageCredentialsReachTheImageServer(t *testing.T) {
 	t.Cleanup(srv.Close)
 	for _, name := range []string{"dmtf", "supermicro-x13"} {
 		s := newSim(t, simulator.Config{Profile: simulator.Profiles[name], TaskDuration: 100 * time.Millisecond})
-		c := connectTo(t, s, Options{})
+		c := connectTo(t, s, Options{ImageRootCAs: pool(srv)})
 		if _, err := c.UpdateFirmware(ctx, srv.URL+"/U46-v2.95.bin", FirmwareBIOS, creds); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

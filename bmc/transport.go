@@ -69,9 +69,13 @@ func idempotent(method string) bool {
 
 // RoundTrip implements http.RoundTripper.
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if !t.breaker.allow() {
+	ok, probe := t.breaker.allow()
+	if !ok {
 		return nil, ErrCircuitOpen
 	}
+	// A probe that ends without an answer to record (a client logged out meanwhile, a body that
+	// could not be read, a cancelled context) hands the half-open state back.
+	defer t.breaker.release(probe)
 	if req.Context().Value(streamKey{}) != nil {
 		return t.stream(req)
 	}
@@ -110,12 +114,14 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		// A retry is one more call the breaker must allow: once the failures opened it (or a
 		// half-open probe failed), the rest of the retry budget is not spent on a dead BMC.
-		if !t.breaker.allow() {
+		ok, probe := t.breaker.allow()
+		if !ok {
 			if resp != nil {
 				drain(resp)
 			}
 			return nil, ErrCircuitOpen
 		}
+		defer t.breaker.release(probe)
 		if resp != nil {
 			drain(resp)
 		}
@@ -361,7 +367,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // breaker opens after threshold consecutive failures (no answer, or 5xx) and then fails calls
-// fast for cooldown; after that one call at a time may probe, and a success closes it.
+// fast for cooldown; after that one call at a time may probe, and a success closes it. A probe
+// always ends: with its answer recorded, or released by the call that took it.
 type breaker struct {
 	threshold int
 	cooldown  time.Duration
@@ -369,26 +376,42 @@ type breaker struct {
 	mu       sync.Mutex
 	failures int
 	openTil  time.Time
-	probing  bool
+	probing  uint64 // the probe under way (0: none)
+	probes   uint64 // probes handed out
 }
 
-func (b *breaker) allow() bool {
+// allow says whether a call may go; probe is non-zero when the call is the half-open probe, and
+// must then be released once the call ended (release after record is a no-op).
+func (b *breaker) allow() (ok bool, probe uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.failures < b.threshold {
-		return true
+		return true, 0
 	}
-	if time.Now().Before(b.openTil) || b.probing {
-		return false
+	if time.Now().Before(b.openTil) || b.probing != 0 {
+		return false, 0
 	}
-	b.probing = true
-	return true
+	b.probes++
+	b.probing = b.probes
+	return true, b.probing
+}
+
+// release ends probe if no answer was recorded for it: the next call may probe.
+func (b *breaker) release(probe uint64) {
+	if probe == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.probing == probe {
+		b.probing = 0
+	}
 }
 
 func (b *breaker) record(ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.probing = false
+	b.probing = 0
 	if ok {
 		b.failures = 0
 		return

@@ -28,6 +28,8 @@ type FleetOptions struct {
 	NoSecureEraseDrives []string
 	EmptyBays           int
 	EraseWithoutMonitor bool
+	// ShutdownDuration as in Config.
+	ShutdownDuration time.Duration
 	// IPXEChainURL and SingleMediaSlot as in Config.
 	IPXEChainURL    string
 	SingleMediaSlot bool
@@ -61,6 +63,7 @@ func StartFleet(opts FleetOptions) (*Fleet, error) {
 			ID:      fmt.Sprintf("%s-%d", opts.NamePrefix, i), Index: i, Fleet: opts.Fleet, Username: opts.Username, Password: opts.Password,
 			PowerLatency: opts.PowerLatency, POSTDuration: opts.POSTDuration, TaskDuration: opts.TaskDuration, EraseDuration: opts.EraseDuration, NoSecureErase: opts.NoSecureErase,
 			NoSecureEraseDrives: opts.NoSecureEraseDrives, EmptyBays: opts.EmptyBays, EraseWithoutMonitor: opts.EraseWithoutMonitor,
+			ShutdownDuration: opts.ShutdownDuration,
 			IPXEChainURL: opts.IPXEChainURL, SingleMediaSlot: opts.SingleMediaSlot,
 			TLS: opts.TLS, PoweredOn: opts.PoweredOn,
 		})

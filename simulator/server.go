@@ -56,6 +56,9 @@ type Config struct {
 	// EraseWithoutMonitor answers a SecureErase with 202 and neither a task monitor nor a task:
 	// only the drive's Operations tell that the erase still runs.
 	EraseWithoutMonitor bool
+	// ShutdownDuration is how long the OS takes to shut down after a GracefulShutdown (the power
+	// button pressed): the power reads On meanwhile, as on a real server. Default PowerLatency.
+	ShutdownDuration time.Duration
 	// SessionTimeout expires idle sessions. Default 30 minutes.
 	SessionTimeout time.Duration
 	// TLS serves HTTPS with a self-signed certificate instead of HTTP.

@@ -81,6 +81,7 @@ type systemState struct {
 	drives             []*drive
 	macs               []string
 	uuid               string
+	shuttingDown       bool // the OS is shutting down after a GracefulShutdown
 }
 
 func newSystemState(cfg Config) systemState {
@@ -363,6 +364,21 @@ func (s *Server) reset(resetType string) (int, string) {
 			}
 			return 204, ""
 		}
+		if resetType == "GracefulShutdown" && s.cfg.ShutdownDuration > 0 {
+			// The OS shuts down first, the power reading On meanwhile; a press while it does is
+			// accepted (and counted) but starts nothing more.
+			if !st.shuttingDown {
+				st.shuttingDown = true
+				s.after(s.cfg.ShutdownDuration, func() {
+					if st.shuttingDown && st.power == PowerOn {
+						st.power, st.offSince, st.bootProgress, st.bootProgressAt = PowerOff, time.Now(), "None", time.Now()
+					}
+					st.shuttingDown = false
+				})
+			}
+			break
+		}
+		st.shuttingDown = false
 		st.power = PowerPoweringOff
 		st.postUntil = time.Time{} // a server going off is out of POST
 		s.after(lat, func() {

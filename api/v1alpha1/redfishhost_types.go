@@ -398,6 +398,13 @@ type RedfishHostStatus struct {
 	// +kubebuilder:validation:MaxLength=32
 	PowerState string `json:"powerState,omitempty"`
 
+	// softPowerOffSentAt is when the host's power button was pressed (GracefulShutdown) for a
+	// Soft power-off, recorded before the press: it is pressed once per power-off (a second press
+	// can turn a server that is shutting down back on), and the host is forced off only once the
+	// manager's soft power-off timeout has passed with the server still on. Cleared once off.
+	// +optional
+	SoftPowerOffSentAt *metav1.Time `json:"softPowerOffSentAt,omitempty"`
+
 	// restoreWaitSince is when inspection found this unclaimed host powered on: it may run a
 	// machine whose objects are still being recreated (clusterctl move, a restore), so it is not
 	// offered to other machines until a grace period passed without a machine claiming it back.

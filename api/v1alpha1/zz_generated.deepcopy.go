@@ -709,6 +709,10 @@ func (in *RedfishHostStatus) DeepCopyInto(out *RedfishHostStatus) {
 		*out = new(ServiceBootStatus)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.SoftPowerOffSentAt != nil {
+		in, out := &in.SoftPowerOffSentAt, &out.SoftPowerOffSentAt
+		*out = (*in).DeepCopy()
+	}
 	if in.RestoreWaitSince != nil {
 		in, out := &in.RestoreWaitSince, &out.RestoreWaitSince
 		*out = (*in).DeepCopy()

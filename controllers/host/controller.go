@@ -72,6 +72,9 @@ type Reconciler struct {
 	// CheckInterval is how often a settled host re-reads its BMC: BMCReachable and the power
 	// state are never older than this. Default 1m.
 	CheckInterval time.Duration
+	// SoftPowerOffTimeout is how long a server pressed once for a Soft power-off (GracefulShutdown)
+	// may take to shut its OS down before it is forced off. Default 5m.
+	SoftPowerOffTimeout time.Duration
 	// OrphanGracePeriod is how long a claim's consumer may be missing before the claim is
 	// released (clusterctl move and restores recreate machines). Default 2m.
 	OrphanGracePeriod time.Duration
@@ -129,6 +132,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	}
 	if r.OrphanGracePeriod == 0 {
 		r.OrphanGracePeriod = 2 * time.Minute
+	}
+	if r.SoftPowerOffTimeout == 0 {
+		r.SoftPowerOffTimeout = 5 * time.Minute
 	}
 	if r.RestoreGracePeriod == 0 {
 		r.RestoreGracePeriod = 2 * time.Minute

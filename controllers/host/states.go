@@ -278,6 +278,9 @@ func (r *Reconciler) dropStaleReservation(ctx context.Context, h *infrav1.Redfis
 func (r *Reconciler) keepPower(ctx context.Context, s *scope, want *bool) error {
 	h := s.host
 	ps := s.power
+	if want == nil || *want || ps == bmc.PowerOff {
+		h.Status.SoftPowerOffSentAt = nil // no power-off under way
+	}
 	if want == nil {
 		return nil
 	}
@@ -300,8 +303,28 @@ func (r *Reconciler) keepPower(ctx context.Context, s *scope, want *bool) error 
 		if running, err := held("power-off"); err != nil || running {
 			return err
 		}
+		if t == bmc.ResetGracefulShutdown {
+			if sent := h.Status.SoftPowerOffSentAt; sent != nil {
+				if r.now().Sub(sent.Time) < r.SoftPowerOffTimeout {
+					return nil // pressed once: the OS is shutting down
+				}
+				t = bmc.ResetForceOff
+				r.event(h, "PowerOffForced", "Power", "still on %s after the power button was pressed: forcing off", r.SoftPowerOffTimeout)
+			} else {
+				// Recorded before the press: whatever happens to its answer, it is not pressed again.
+				now := metav1.NewTime(r.now())
+				h.Status.SoftPowerOffSentAt = &now
+				if err := s.store(); err != nil {
+					return err // not known to be stored: not pressed this round
+				}
+			}
+		}
 		r.event(h, "PowerOff", "Power", "powering off (%s)", t)
-		return ignoreConflict(r.reset(ctx, s, t))
+		err := r.reset(ctx, s, t)
+		if t == bmc.ResetGracefulShutdown && (errors.Is(err, bmc.ErrConflict) || bmc.IsBadRequest(err)) {
+			h.Status.SoftPowerOffSentAt = nil // refused, not carried out: pressed again next round
+		}
+		return ignoreConflict(err)
 	}
 	return nil
 }

@@ -1387,3 +1387,69 @@ func TestARoundOnACacheBehindItsOwnLastWriteWaitsForIt(t *testing.T) {
 		t.Errorf("round on the caught-up cache: BMC calls %v, %d API reads; want no second power-on, no API read", f.calls, reads.Gets)
 	}
 }
+
+// A Soft reboot request presses the power button once: an OS that takes 20 s to shut down is not
+// pressed again every look (a second press can turn a server back on), and only once the
+// documented timeout passed with the server still on is it forced off, once.
+func TestASoftPowerOffIsPressedOnceThenForcedAfterTheTimeout(t *testing.T) {
+	h := claimedHost(infrav1.HostStateProvisioned)
+	h.Status.Claim.Provisioned = true
+	h.Status.PowerState = "On"
+	h.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "remediation/x", Mode: infrav1.RebootModeSoft}}
+	c := newFakeClient(t, h, nil)
+	f := &fakeBMC{power: bmc.PowerOn}
+	r := reconcilerFor(c, f)
+	r.SoftPowerOffTimeout = 5 * time.Minute
+	now := time.Now()
+	r.clock = func() time.Time { return now }
+	key := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
+	presses := func(t bmc.ResetType) int {
+		n := 0
+		for _, call := range f.calls {
+			if call == "Reset("+string(t)+")" {
+				n++
+			}
+		}
+		return n
+	}
+	// The OS shuts down for 4 minutes: looks every 2.5 s press nothing more.
+	for i := 0; i < 96; i++ {
+		if _, err := r.Reconcile(t.Context(), key); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(2500 * time.Millisecond)
+	}
+	if n := presses(bmc.ResetGracefulShutdown); n != 1 {
+		t.Fatalf("GracefulShutdown pressed %d times in 4 minutes, want once (calls %v)", n, f.calls)
+	}
+	if n := presses(bmc.ResetForceOff); n != 0 {
+		t.Fatalf("forced off before the timeout")
+	}
+	got := &infrav1.RedfishHost{}
+	if err := c.Get(t.Context(), key.NamespacedName, got); err != nil || got.Status.SoftPowerOffSentAt == nil {
+		t.Fatalf("status.softPowerOffSentAt %v (%v): the press must be recorded", got.Status.SoftPowerOffSentAt, err)
+	}
+	// Past the timeout, still on: forced off once.
+	now = now.Add(time.Minute + time.Second)
+	for range 2 {
+		if _, err := r.Reconcile(t.Context(), key); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(500 * time.Millisecond)
+	}
+	if n := presses(bmc.ResetForceOff); n != 1 {
+		t.Errorf("ForceOff sent %d times after the timeout, want once (calls %v)", n, f.calls)
+	}
+	if n := presses(bmc.ResetGracefulShutdown); n != 1 {
+		t.Errorf("GracefulShutdown pressed %d times, want once", n)
+	}
+	// Off: the record goes, and a later Soft request presses again.
+	f.power = bmc.PowerOff
+	now = now.Add(5 * time.Second)
+	if _, err := r.Reconcile(t.Context(), key); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(t.Context(), key.NamespacedName, got); err != nil || got.Status.SoftPowerOffSentAt != nil {
+		t.Errorf("status.softPowerOffSentAt %v once off (%v), want it cleared", got.Status.SoftPowerOffSentAt, err)
+	}
+}

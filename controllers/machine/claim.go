@@ -42,6 +42,7 @@ func (r *Reconciler) claimHost(ctx context.Context, s *scope) (ctrl.Result, erro
 		h := &infrav1.RedfishHost{}
 		err := r.Client.Get(ctx, client.ObjectKey{Namespace: rm.Namespace, Name: rm.Status.HostRef}, h)
 		if err == nil && claimedBy(h, rm) {
+			r.claimsSent.Delete(rm.UID) // the cache has the claim
 			return held(h)
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
@@ -56,8 +57,22 @@ func (r *Reconciler) claimHost(ctx context.Context, s *scope) (ctrl.Result, erro
 	}
 	for i := range hosts.Items {
 		if h := &hosts.Items[i]; claimedBy(h, rm) {
+			r.claimsSent.Delete(rm.UID)
 			return held(h.DeepCopy())
 		}
+	}
+	if name, ok := r.claimsSent.Load(rm.UID); ok {
+		// A claim this process wrote that the cache does not show (yet): the API server says
+		// whether it landed. Until it answers, no other host is claimed.
+		h := &infrav1.RedfishHost{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: rm.Namespace, Name: name.(string)}, h)
+		switch {
+		case err == nil && claimedBy(h, rm):
+			return held(h)
+		case err != nil && !apierrors.IsNotFound(err):
+			return ctrl.Result{}, fmt.Errorf("reading host %s, whose claim's answer was lost: %w", name, err)
+		}
+		r.claimsSent.Delete(rm.UID) // it did not land: the machine holds no host
 	}
 	if rm.Status.HostRef != "" {
 		// We had a host and no longer hold it: never silently take another one.
@@ -270,9 +285,13 @@ func (r *Reconciler) tryClaim(ctx context.Context, s *scope, h *infrav1.RedfishH
 	claimed := h.DeepCopy()
 	claimed.Status.Claim = claim.For(rm, owner)
 	claimed.Status.ReservedFor = nil
+	// Remembered before it is sent: an answer lost after the update landed must not lead to a
+	// claim of another host while the cache lags (see claimsSent).
+	r.claimsSent.Store(rm.UID, h.Name)
 	err := r.Client.Status().Update(ctx, claimed)
 	switch {
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		r.claimsSent.Delete(rm.UID) // refused: not written
 		ctrl.LoggerFrom(ctx).V(4).Info("lost the race for a host", "RedfishHost", h.Name)
 		if apierrors.IsConflict(err) {
 			metrics.ClaimConflicts.WithLabelValues(h.Namespace, r.conflictOutcome(ctx, h)).Inc()

@@ -700,3 +700,66 @@ func TestAMachineWhoseClaimWasLostSaysSoWithoutPanicking(t *testing.T) {
 		}
 	}
 }
+
+// A claim whose answer was lost (the update landed, then a timeout) is not followed by a claim of
+// another host: the next round, reading a cache that has not seen the claim yet, asks the API
+// server about the host it tried, finds it holds this machine's claim and keeps it.
+func TestAClaimWhoseAnswerWasLostLeavesExactlyOneHostClaimed(t *testing.T) {
+	lost := false
+	api, rm, _ := newMachineWorld(t, interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if err := c.SubResource(sub).Update(ctx, obj, opts...); err != nil {
+				return err
+			}
+			if _, isHost := obj.(*infrav1.RedfishHost); isHost && lost {
+				lost = false
+				return apierrors.NewTimeoutError("the answer was lost", 1)
+			}
+			return nil
+		},
+	})
+	ctx := t.Context()
+	h2 := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h2"}}
+	if err := api.Create(ctx, h2); err != nil {
+		t.Fatal(err)
+	}
+	h2.Status.State = infrav1.HostStateAvailable
+	if err := api.Status().Update(ctx, h2); err != nil {
+		t.Fatal(err)
+	}
+	// The cache holds both hosts Available and never sees the claim; machines are read from the
+	// API server (a machine read from the frozen cache would stop each round at its own write).
+	var objs []client.Object
+	for _, name := range []string{"c1", "m1", "h1", "h2", "m1-bootstrap"} {
+		for _, obj := range []client.Object{&clusterv1.Cluster{}, &clusterv1.Machine{}, &infrav1.RedfishHost{}, &corev1.Secret{}} {
+			if err := api.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, obj); err == nil {
+				objs = append(objs, obj)
+			}
+		}
+	}
+	stale := fake.NewClientBuilder().WithScheme(api.Scheme()).WithObjects(objs...).Build()
+	r := &Reconciler{Client: cachedReads{Client: api, cache: splitReader{machines: api, rest: stale}}, APIReader: api, ClusterCache: notConnected{}, PollInterval: 2 * time.Second}
+	lost = true // the first claim's answer
+	for range 3 {
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rm)}); err != nil {
+			t.Logf("round: %v", err)
+		}
+	}
+	claimed := []string{}
+	for _, name := range []string{"h1", "h2"} {
+		h := &infrav1.RedfishHost{}
+		if err := api.Get(ctx, client.ObjectKey{Namespace: "ns", Name: name}, h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Status.Claim != nil && h.Status.Claim.ConsumerUID == string(rm.UID) {
+			claimed = append(claimed, name)
+		}
+	}
+	got := &infrav1.RedfishMachine{}
+	if err := api.Get(ctx, client.ObjectKeyFromObject(rm), got); err != nil {
+		t.Fatal(err)
+	}
+	if len(claimed) != 1 || got.Status.HostRef != claimed[0] {
+		t.Errorf("hosts claimed by the machine %v, hostRef %q; want exactly one, the one recorded (conditions %+v)", claimed, got.Status.HostRef, got.Status.Conditions)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,6 +57,12 @@ type Reconciler struct {
 	Recorder       events.EventRecorder
 	// PollInterval is how often a machine waiting for a host or a Node looks again. Default 2s.
 	PollInterval time.Duration
+
+	// claimsSent remembers, per RedfishMachine UID, the host whose claim this process wrote and
+	// did not yet see in the cache (an answer lost after the update landed, or a cache behind the
+	// write): the next round asks the API server about that host before claiming another one.
+	// After a restart the informers start from a fresh list, which holds every landed claim.
+	claimsSent sync.Map // types.UID -> host name
 
 	controller controller.Controller // for the ClusterCache's Node watches
 	// fresh keeps a round from starting on a copy of the machine older than the last round's

@@ -47,6 +47,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 			return r.waitForRelease(ctx, rm, h)
 		}
 	}
+	r.claimsSent.Delete(rm.UID) // no host holds its claim
 	controllerutil.RemoveFinalizer(rm, infrav1.MachineFinalizer)
 	return ctrl.Result{}, nil
 }

@@ -51,7 +51,7 @@ type bedOptions struct {
 	mutate       func(i int, h *infrav1.RedfishHost)
 	withOS       bool
 	powerLatency time.Duration          // default 50ms
-	fleet        simulator.FleetOptions // erase options, POSTDuration, SingleMediaSlot and Profiles are taken from here
+	fleet        simulator.FleetOptions // erase options, POSTDuration, ShutdownDuration, SingleMediaSlot and Profiles are taken from here
 	prepare      func(*simulator.Fleet) // called before the hosts are registered, e.g. to inject faults
 }
 
@@ -67,7 +67,7 @@ func startBed(name string, n int, o bedOptions) *bed {
 	fleet, err := simulator.StartFleet(simulator.FleetOptions{
 		Servers: n, NamePrefix: name, Fleet: uint16(fleets.Add(1)), PowerLatency: o.powerLatency, TaskDuration: time.Second, //nolint:gosec // far fewer than 65535 beds.
 		EraseDuration: o.fleet.EraseDuration, POSTDuration: o.fleet.POSTDuration, NoSecureErase: o.fleet.NoSecureErase,
-		NoSecureEraseDrives: o.fleet.NoSecureEraseDrives, EmptyBays: o.fleet.EmptyBays, EraseWithoutMonitor: o.fleet.EraseWithoutMonitor, SingleMediaSlot: o.fleet.SingleMediaSlot, Profiles: o.fleet.Profiles,
+		NoSecureEraseDrives: o.fleet.NoSecureEraseDrives, EmptyBays: o.fleet.EmptyBays, EraseWithoutMonitor: o.fleet.EraseWithoutMonitor, ShutdownDuration: o.fleet.ShutdownDuration, SingleMediaSlot: o.fleet.SingleMediaSlot, Profiles: o.fleet.Profiles,
 		// DHCP on the provisioning network chains network boots to the seed server's iPXE endpoint.
 		IPXEChainURL: seedBaseURL + "/v1/ipxe",
 	})
