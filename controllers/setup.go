@@ -75,7 +75,10 @@ type Options struct {
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmachinetemplates;redfishclustertemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status;machines;machines/status;machinesets;machinedeployments,verbs=get;list;watch
 // +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=*,verbs=get
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete
+// Secrets: get/list/watch to read BMC credentials, CA bundles and image credentials (and the
+// metadata-only watch of their versions); create/delete for the seed Secrets of machines; patch
+// for the finalizer a host puts on its credentials Secret (credentials.redfishhost...).
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 

@@ -64,7 +64,7 @@ func StartFleet(opts FleetOptions) (*Fleet, error) {
 			PowerLatency: opts.PowerLatency, POSTDuration: opts.POSTDuration, TaskDuration: opts.TaskDuration, EraseDuration: opts.EraseDuration, NoSecureErase: opts.NoSecureErase,
 			NoSecureEraseDrives: opts.NoSecureEraseDrives, EmptyBays: opts.EmptyBays, EraseWithoutMonitor: opts.EraseWithoutMonitor,
 			ShutdownDuration: opts.ShutdownDuration,
-			IPXEChainURL: opts.IPXEChainURL, SingleMediaSlot: opts.SingleMediaSlot,
+			IPXEChainURL:     opts.IPXEChainURL, SingleMediaSlot: opts.SingleMediaSlot,
 			TLS: opts.TLS, PoweredOn: opts.PoweredOn,
 		})
 		if err != nil {

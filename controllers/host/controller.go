@@ -291,12 +291,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 	}()
 
-	if !host.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(host)
-	}
+	deleting := !host.DeletionTimestamp.IsZero()
 	if wait, err := r.releaseOrphanedClaim(ctx, host); err != nil || wait > 0 {
+		if deleting {
+			r.deletionWaits(host)
+		}
 		return ctrl.Result{RequeueAfter: wait}, err
 	}
+	if deleting && !releasing(host) {
+		return r.reconcileDelete(ctx, host)
+	}
+	if !deleting {
+		if err := r.protectCredentials(ctx, host); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	// A host deleted while its claim is being released (its machine deleted, or its whole
+	// namespace) keeps its finalizer and goes through the release: powered off and cleaned as
+	// the claim asked, then deleted.
 	if r.reregister(host) {
 		return ctrl.Result{}, nil // the status change wakes the next state
 	}
@@ -539,11 +551,37 @@ func stateOf(h *infrav1.RedfishHost) infrav1.HostState {
 	return h.Status.State
 }
 
-func (r *Reconciler) reconcileDelete(h *infrav1.RedfishHost) (ctrl.Result, error) {
+// releasing says whether h is being released: a claim asked to release, or a release under
+// way (powering off, cleaning) whose claim is already gone.
+func releasing(h *infrav1.RedfishHost) bool {
+	if c := h.Status.Claim; c != nil {
+		return c.Release
+	}
+	st := stateOf(h)
+	return st == infrav1.HostStateDeprovisioning || st == infrav1.HostStateCleaning
+}
+
+// deletionWaits says, on a deleted host still claimed, what its deletion waits for.
+func (r *Reconciler) deletionWaits(h *infrav1.RedfishHost) {
+	c := h.Status.Claim
+	if c == nil {
+		return
+	}
+	msg := fmt.Sprintf("Deletion waits: claimed by %s %s; delete that machine first", c.Consumer.Kind, c.Consumer.Name)
+	if c.ConsumerMissingSince != nil {
+		msg = fmt.Sprintf("Deletion waits: %s %s, which holds the claim, is missing since %s; the claim is released (server powered off and cleaned) once it has been gone for %s",
+			c.Consumer.Kind, c.Consumer.Name, c.ConsumerMissingSince.Format(time.RFC3339), r.OrphanGracePeriod)
+	}
+	conditions.Set(h, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: infrav1.DeletingReason, Message: msg})
+}
+
+func (r *Reconciler) reconcileDelete(ctx context.Context, h *infrav1.RedfishHost) (ctrl.Result, error) {
 	if c := h.Status.Claim; c != nil && !c.Release {
-		conditions.Set(h, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: infrav1.DeletingReason,
-			Message: fmt.Sprintf("Deletion waits: claimed by %s %s; delete that machine first", c.Consumer.Kind, c.Consumer.Name)})
+		r.deletionWaits(h)
 		return ctrl.Result{}, nil
+	}
+	if err := r.releaseCredentials(ctx, h, ""); err != nil {
+		return ctrl.Result{}, err // the host's finalizer stays until its Secrets' are gone
 	}
 	r.BMCs.ForgetOwned(h.Spec.BMC.Address, string(h.UID))
 	r.forgetConnection(client.ObjectKeyFromObject(h))

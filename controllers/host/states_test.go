@@ -1453,3 +1453,170 @@ func TestASoftPowerOffIsPressedOnceThenForcedAfterTheTimeout(t *testing.T) {
 		t.Errorf("status.softPowerOffSentAt %v once off (%v), want it cleared", got.Status.SoftPowerOffSentAt, err)
 	}
 }
+
+// A host deleted while its claim is being released (its Machine deleted a moment before, or the
+// whole namespace going) keeps its finalizer until the release powered the server off and erased
+// it as the claim asked: the next tenant of that server, registered again, finds nothing.
+func TestAHostDeletedWhileReleasingIsPoweredOffAndErasedFirst(t *testing.T) {
+	h := claimedHost(infrav1.HostStateProvisioned)
+	h.Status.Claim.Release = true
+	now := metav1.Now()
+	h.DeletionTimestamp = &now
+	c := newFakeClient(t, h, nil)
+	f := &fakeBMC{power: bmc.PowerOn, eraseJobs: []bmc.EraseJob{{Drive: "/d/1", TaskURI: "/t/1"}}, tasks: map[string]*bmc.Task{"/t/1": {State: "Completed", Done: true}}}
+	r := reconcilerFor(c, f)
+	key := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
+	round := func() *infrav1.RedfishHost {
+		t.Helper()
+		if _, err := r.Reconcile(t.Context(), key); err != nil {
+			t.Fatal(err)
+		}
+		got := &infrav1.RedfishHost{}
+		if err := c.Get(t.Context(), key.NamespacedName, got); apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := round(); got == nil || !slices.Contains(f.calls, "Reset(ForceOff)") {
+		t.Fatalf("after the first round: host %v, BMC calls %v; want the host kept and the server forced off", got != nil, f.calls)
+	}
+	f.power = bmc.PowerOff
+	for range 5 {
+		if round() == nil {
+			break
+		}
+	}
+	if !slices.Contains(f.calls, "EraseDrives") {
+		t.Errorf("BMC calls %v: the host went without its drives erased", f.calls)
+	}
+	if got := round(); got != nil {
+		t.Errorf("host still there in state %s (claim %+v): once released it must go", got.Status.State, got.Status.Claim)
+	}
+}
+
+// A host deleted while the machine holding it is already gone (force-removed) does not wait for
+// that machine forever: the claim is released after the orphan grace period, as for any host.
+func TestAHostDeletedWhoseMachineIsGoneReleasesItsClaim(t *testing.T) {
+	h := claimedHost(infrav1.HostStateProvisioned)
+	now := metav1.Now()
+	h.DeletionTimestamp = &now
+	c := newFakeClient(t, h, nil)
+	if err := c.Delete(t.Context(), &infrav1.RedfishMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m1"}}); err != nil {
+		t.Fatal(err)
+	}
+	r := reconcilerFor(c, &fakeBMC{power: bmc.PowerOn})
+	key := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
+	if _, err := r.Reconcile(t.Context(), key); err != nil {
+		t.Fatal(err)
+	}
+	got := &infrav1.RedfishHost{}
+	if err := c.Get(t.Context(), key.NamespacedName, got); err != nil {
+		t.Fatal(err)
+	}
+	if cl := got.Status.Claim; cl == nil || cl.ConsumerMissingSince == nil {
+		t.Fatalf("claim %+v: want the missing consumer noticed", cl)
+	}
+	got.Status.Claim.ConsumerMissingSince = &metav1.Time{Time: time.Now().Add(-time.Hour)}
+	if err := c.Status().Update(t.Context(), got); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(t.Context(), key); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(t.Context(), key.NamespacedName, got); err != nil {
+		t.Fatal(err)
+	}
+	if cl := got.Status.Claim; cl == nil || !cl.Release {
+		t.Errorf("claim %+v: want it released once the grace period passed", cl)
+	}
+}
+
+// A host's credentials Secret carries the host's finalizer while the host exists (a namespace
+// deletion cannot take the credentials a release still needs), moves with spec.bmc.credentialsName
+// and goes with the host.
+func TestAHostKeepsItsCredentialsSecretUntilItIsGone(t *testing.T) {
+	h := &infrav1.RedfishHost{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", UID: "uid-h1", Finalizers: []string{Finalizer}},
+		Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
+	}
+	h.Status.State, h.Status.RegisteredAddress = infrav1.HostStateAvailable, h.Spec.BMC.Address
+	c := newFakeClient(t, h, nil)
+	if err := c.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "creds2"},
+		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw2")}}); err != nil {
+		t.Fatal(err)
+	}
+	r := reconcilerFor(c, &fakeBMC{power: bmc.PowerOff})
+	key := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
+	finalizers := func(name string) []string {
+		t.Helper()
+		s := &corev1.Secret{}
+		if err := c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: name}, s); err != nil {
+			t.Fatal(err)
+		}
+		return s.Finalizers
+	}
+	const fin = CredentialsFinalizerPrefix + "uid-h1"
+	if _, err := r.Reconcile(t.Context(), key); err != nil {
+		t.Fatal(err)
+	}
+	if got := finalizers("creds"); !slices.Equal(got, []string{fin}) {
+		t.Fatalf("creds finalizers %v, want the host's", got)
+	}
+	got := &infrav1.RedfishHost{}
+	if err := c.Get(t.Context(), key.NamespacedName, got); err != nil {
+		t.Fatal(err)
+	}
+	got.Spec.BMC.CredentialsName = "creds2"
+	if err := c.Update(t.Context(), got); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(t.Context(), key); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := finalizers("creds"), finalizers("creds2"); len(a) != 0 || !slices.Equal(b, []string{fin}) {
+		t.Fatalf("after the rename: creds %v, creds2 %v; want the finalizer moved", a, b)
+	}
+	if err := c.Delete(t.Context(), got); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(t.Context(), key); err != nil {
+		t.Fatal(err)
+	}
+	if b := finalizers("creds2"); len(b) != 0 {
+		t.Errorf("creds2 finalizers %v after the host's deletion, want none", b)
+	}
+	if err := c.Get(t.Context(), key.NamespacedName, got); !apierrors.IsNotFound(err) {
+		t.Errorf("host still there (%v)", err)
+	}
+}
+
+// A credentials finalizer of a host that no longer exists (clusterctl move copies a Secret's
+// finalizers) does not pin the Secret for good: the next host to protect it drops it.
+func TestAStaleCredentialsFinalizerIsDropped(t *testing.T) {
+	h := &infrav1.RedfishHost{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", UID: "uid-h1", Finalizers: []string{Finalizer}},
+		Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
+	}
+	h.Status.State, h.Status.RegisteredAddress = infrav1.HostStateAvailable, h.Spec.BMC.Address
+	c := newFakeClient(t, h, nil)
+	s := &corev1.Secret{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: "creds"}, s); err != nil {
+		t.Fatal(err)
+	}
+	s.Finalizers = []string{CredentialsFinalizerPrefix + "uid-gone", "example.com/keep"}
+	if err := c.Update(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+	r := reconcilerFor(c, &fakeBMC{power: bmc.PowerOff})
+	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: "creds"}, s); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"example.com/keep", CredentialsFinalizerPrefix + "uid-h1"}; !slices.Equal(s.Finalizers, want) {
+		t.Errorf("finalizers %v, want %v", s.Finalizers, want)
+	}
+}

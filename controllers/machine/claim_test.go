@@ -763,3 +763,41 @@ func TestAClaimWhoseAnswerWasLostLeavesExactlyOneHostClaimed(t *testing.T) {
 		t.Errorf("hosts claimed by the machine %v, hostRef %q; want exactly one, the one recorded (conditions %+v)", claimed, got.Status.HostRef, got.Status.Conditions)
 	}
 }
+
+// A RedfishMachine being deleted whose Machine (and Cluster) were force-removed still releases
+// its host and then lets go of its finalizer: it does not wait for owners that will never come.
+func TestAMachineWhoseMachineAndClusterAreGoneFinishesDeleting(t *testing.T) {
+	c, rm, _ := newMachineWorld(t)
+	ctx := t.Context()
+	r := &Reconciler{Client: c, APIReader: c, ClusterCache: notConnected{}, PollInterval: 2 * time.Second}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rm)}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	h := &infrav1.RedfishHost{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "h1"}, h); err != nil || h.Status.Claim == nil {
+		t.Fatalf("h1 not claimed (%v)", err)
+	}
+	for _, o := range []client.Object{&clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m1"}}, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c1"}}, rm} {
+		if err := c.Delete(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "h1"}, h); err != nil || h.Status.Claim == nil || !h.Status.Claim.Release {
+		t.Fatalf("h1 claim %+v (%v): want the claim released", h.Status.Claim, err)
+	}
+	// The host controller's part: the release done, the claim gone.
+	h.Status.Claim, h.Status.State = nil, infrav1.HostStateAvailable
+	if err := c.Status().Update(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, req.NamespacedName, &infrav1.RedfishMachine{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the RedfishMachine is still there (%v): its finalizer was kept", err)
+	}
+}

@@ -203,13 +203,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err) // (fresh forgets a machine found gone)
 	}
+	// A machine being deleted releases its host whether or not its Machine and Cluster still
+	// exist (force-removed, or deleted with the namespace before it): waiting for them would keep
+	// the host claimed and powered on for good.
+	deleting := !rm.DeletionTimestamp.IsZero()
 	machine, err := util.GetOwnerMachine(ctx, r.Client, rm.ObjectMeta)
-	if err != nil || machine == nil {
+	if deleting && apierrors.IsNotFound(err) {
+		machine, err = nil, nil
+	}
+	if err != nil || (machine == nil && !deleting) {
 		return ctrl.Result{}, client.IgnoreNotFound(err) // CAPI sets the owner; that event wakes us
 	}
-	log := ctrl.LoggerFrom(ctx).WithValues("Machine", klogRef(machine))
-	ctx = ctrl.LoggerInto(ctx, log)
-	cluster, err := util.GetClusterFromMetadata(ctx, r.Client, machine.ObjectMeta)
+	meta := rm.ObjectMeta // the cluster label, when the Machine is gone
+	if machine != nil {
+		meta = machine.ObjectMeta
+		ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("Machine", klogRef(machine)))
+	}
+	cluster, err := util.GetClusterFromMetadata(ctx, r.Client, meta)
+	if deleting && (apierrors.IsNotFound(err) || errors.Is(err, util.ErrNoCluster)) {
+		cluster, err = nil, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -143,17 +143,65 @@ var _ = Describe("Garbage collection", Label("gc"), func() {
 		}).Should(Succeed())
 	})
 
-	It("completes the deletion of a namespace holding registered hosts", func() {
-		b := newBed("gcns", 2, nil)
-		b.waitHostsAvailable(2)
-		ns := &corev1.Namespace{}
-		Expect(env.Get(ctx, client.ObjectKey{Name: b.ns}, ns)).To(Succeed())
-		Expect(env.Delete(ctx, ns)).To(Succeed())
-		Eventually(func(g Gomega) {
-			err := env.Get(ctx, client.ObjectKey{Name: b.ns}, &corev1.Namespace{})
-			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "namespace still there: %v", err)
-		}).Should(Succeed())
-	})
+	It("powers off and erases a server whose host is deleted during its release, and every claimed server of a deleted namespace, before they go",
+		Label("delete-while-releasing"), func() {
+			const erase = 2 * time.Second
+			b := startBed("gcns", 3, bedOptions{withOS: true, fleet: simulator.FleetOptions{EraseDuration: erase}})
+			b.waitHostsAvailable(3)
+			b.createCluster("gcns")
+			cpHost := b.controlPlane()
+			data, rm, m := sample.ControlPlane(b.ns, b.cluster.Name, b.ns+"-second")
+			for _, o := range []client.Object{data, rm, m} {
+				Expect(env.Create(ctx, o)).To(Succeed())
+			}
+			var secondHost string
+			Eventually(func(g Gomega) {
+				g.Expect(env.Get(ctx, client.ObjectKeyFromObject(rm), rm)).To(Succeed())
+				g.Expect(rm.Status.Initialization.Provisioned).To(HaveValue(BeTrue()))
+				secondHost = rm.Status.HostRef
+			}).Should(Succeed())
+			server := func(name string) *simulator.Server {
+				for _, s := range b.fleet.Servers {
+					if s.ID() == name {
+						return s
+					}
+				}
+				Fail("no server " + name)
+				return nil
+			}
+			released := func(name string) {
+				GinkgoHelper()
+				s := server(name)
+				Expect(s.PowerState()).To(Equal(simulator.PowerOff), "server %s left on", name)
+				Expect(s.DriveErasures()).To(HaveEach(1), "server %s's drives when its host went", name)
+			}
+
+			By("deleting the second Machine and its host at once: the host goes only once its server is off and erased")
+			Expect(env.Delete(ctx, m)).To(Succeed())
+			Expect(env.Delete(ctx, &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: secondHost}})).To(Succeed())
+			Eventually(func(g Gomega) {
+				err := env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: secondHost}, &infrav1.RedfishHost{})
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "host still there: %v", err)
+			}, erase+time.Minute, 100*time.Millisecond).Should(Succeed())
+			released(secondHost)
+
+			By("deleting the namespace: the control plane's server is off and erased before the namespace is gone")
+			idle := b.fleet.Servers[0]
+			for _, s := range b.fleet.Servers {
+				if s.ID() != cpHost && s.ID() != secondHost {
+					idle = s
+				}
+			}
+			ns := &corev1.Namespace{}
+			Expect(env.Get(ctx, client.ObjectKey{Name: b.ns}, ns)).To(Succeed())
+			Expect(env.Delete(ctx, ns)).To(Succeed())
+			Eventually(func(g Gomega) {
+				err := env.Get(ctx, client.ObjectKey{Name: b.ns}, &corev1.Namespace{})
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "namespace still there: %v", err)
+			}, 2*time.Minute+erase).Should(Succeed())
+			released(cpHost)
+			Expect(idle.DriveErasures()).To(HaveEach(0), "the server no machine held was erased")
+		})
 })
 
 // hostEvents counts the events with reason about host name.
