@@ -170,8 +170,8 @@ type client struct {
 	tr         *transport
 	systemPath string
 	opts       Options
-	// resetTarget is the system's ComputerSystem.Reset target, from its last read (see ResetFrom).
-	resetTarget atomic.Pointer[string]
+	// resetAction is the system's ComputerSystem.Reset action, from its last read (see ResetFrom).
+	resetAction atomic.Pointer[resetAction]
 	// mediaAt lists the collections the virtual media devices were found in (the system's, or
 	// its managers'), so that a later listing need not read the system again (see virtualMedia).
 	mediaAt atomic.Pointer[[]string]
@@ -295,8 +295,8 @@ func (c *client) system(ctx context.Context) (*schemas.ComputerSystem, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading system %s: %w", c.systemPath, classify(err))
 	}
-	target := actionTarget(sys.RawData, "#ComputerSystem.Reset", sys.ODataID)
-	c.resetTarget.Store(&target)
+	ra := resetActionOf(sys)
+	c.resetAction.Store(&ra)
 	c.lastRead.Store(&systemRead{sys: sys, at: time.Now(), changes: changes})
 	return sys, nil
 }

@@ -526,3 +526,36 @@ func TestClosingThePoolLogsOutEverySessionAndConnectsNothingAfter(t *testing.T) 
 		t.Errorf("the slow BMC's login had not ended when Close returned: %d sessions created", n)
 	}
 }
+
+// A reset type the system does not list in ResetType@Redfish.AllowableValues is not sent: the
+// caller gets ErrNotSupported and can choose another (a blade that only offers On, ForceOff and
+// ForceRestart has no GracefulShutdown).
+func TestAResetTheSystemDoesNotAllowIsNotSent(t *testing.T) {
+	s := newSim(t, simulator.Config{Profile: simulator.Profiles["bladed"]})
+	tg := target(s)
+	tg.Address = strings.TrimSuffix(tg.Address, "/Systems/1") + "/Systems/2"
+	c, err := settle(t, NewPool(Options{}), tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Reset(ctx, ResetOn); err != nil {
+		t.Fatal(err)
+	}
+	waitPower(t, c, PowerOn)
+	ps, err := c.PowerState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, reset := range map[string]func() error{
+		"Reset":     func() error { return c.Reset(ctx, ResetGracefulShutdown) },
+		"ResetFrom": func() error { return c.ResetFrom(ctx, ResetGracefulShutdown, ps) },
+	} {
+		if err := reset(); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "ForceOff") {
+			t.Errorf("%s(GracefulShutdown) on a blade = %v, want ErrNotSupported listing the allowed types", name, err)
+		}
+	}
+	if n := s.Stats().Posts["/redfish/v1/Systems/2/Actions/ComputerSystem.Reset"]; n != 1 {
+		t.Errorf("%d resets posted to the blade, want 1 (the power-on)", n)
+	}
+}

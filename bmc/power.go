@@ -2,8 +2,12 @@ package bmc
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
+
+	"github.com/stmcginnis/gofish/schemas"
 )
 
 // PowerState is the power state a BMC reports.
@@ -50,11 +54,35 @@ func (c *client) Reset(ctx context.Context, t ResetType) error {
 	if alreadyThere(PowerState(sys.PowerState), t) {
 		return nil
 	}
-	return c.postReset(ctx, actionTarget(sys.RawData, "#ComputerSystem.Reset", sys.ODataID), t)
+	return c.postReset(ctx, resetActionOf(sys), t)
 }
 
-func (c *client) postReset(ctx context.Context, target string, t ResetType) error {
-	if err := c.send(ctx, http.MethodPost, target, map[string]any{"ResetType": t}); err != nil {
+// resetAction is a system's ComputerSystem.Reset action: its target and the reset types it lists
+// in ResetType@Redfish.AllowableValues (none listed: any may be tried).
+type resetAction struct {
+	target  string
+	allowed []ResetType
+}
+
+func resetActionOf(sys *schemas.ComputerSystem) resetAction {
+	var res struct {
+		Actions struct {
+			Reset struct {
+				Allowed []ResetType `json:"ResetType@Redfish.AllowableValues"`
+			} `json:"#ComputerSystem.Reset"`
+		}
+	}
+	_ = json.Unmarshal(sys.RawData, &res)
+	return resetAction{target: actionTarget(sys.RawData, "#ComputerSystem.Reset", sys.ODataID), allowed: res.Actions.Reset.Allowed}
+}
+
+// postReset sends t, unless the action's allowable values leave it out: then nothing is sent and
+// the error wraps ErrNotSupported (a BMC refuses such a request, and some carry out another).
+func (c *client) postReset(ctx context.Context, a resetAction, t ResetType) error {
+	if len(a.allowed) > 0 && !slices.Contains(a.allowed, t) {
+		return fmt.Errorf("%s reset of %s: %w: the BMC allows %v", t, c.systemPath, ErrNotSupported, a.allowed)
+	}
+	if err := c.send(ctx, http.MethodPost, a.target, map[string]any{"ResetType": t}); err != nil {
 		return fmt.Errorf("%s reset of %s: %w", t, c.systemPath, err)
 	}
 	return nil
@@ -64,7 +92,7 @@ func (c *client) postReset(ctx context.Context, target string, t ResetType) erro
 // is not read again when an earlier read gave its reset target. The same rules as Reset apply: t
 // is not sent when observed says the system is already there or on its way.
 func (c *client) ResetFrom(ctx context.Context, t ResetType, observed PowerState) error {
-	target := c.resetTarget.Load()
+	target := c.resetAction.Load()
 	if target == nil {
 		return c.Reset(ctx, t)
 	}

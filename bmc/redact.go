@@ -59,6 +59,17 @@ func Redact(s string) string {
 	return urlUserinfo.ReplaceAllString(s, "${1}REDACTED@")
 }
 
+// Refused says whether the BMC answered a request with a refusal (HTTP 4xx, a busy 409 included)
+// or the request was never sent (ErrNotSupported): either way it was not carried out. A timeout
+// or a 5xx is not a refusal: the request may have been carried out.
+func Refused(err error) bool {
+	if errors.Is(err, ErrNotSupported) || errors.Is(err, ErrConflict) || errors.Is(err, ErrAuth) {
+		return true
+	}
+	var re *schemas.Error
+	return errors.As(err, &re) && re.HTTPReturnedStatusCode >= 400 && re.HTTPReturnedStatusCode < 500
+}
+
 // IsBadRequest says whether the BMC refused a request as invalid or unsupported (HTTP 400, 405 or
 // 501): sending it again changes nothing.
 func IsBadRequest(err error) bool {

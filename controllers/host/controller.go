@@ -454,7 +454,7 @@ func (r *Reconciler) reregister(h *infrav1.RedfishHost) bool {
 	}
 	r.BMCs.ForgetOwned(old, string(h.UID))
 	h.Status.State = infrav1.HostStateRegistering
-	h.Status.RegisteredAddress, h.Status.PowerState, h.Status.Inventory = "", "", nil
+	h.Status.RegisteredAddress, h.Status.PowerState, h.Status.Inventory, h.Status.SoftPowerOffSentAt = "", "", nil, nil
 	conditions.Delete(h, infrav1.InspectedCondition)
 	r.event(h, "BMCChanged", "Register", "spec.bmc.address changed: registering and inspecting the server again")
 	return true
@@ -729,9 +729,16 @@ func (r *Reconciler) reset(ctx context.Context, s *scope, t bmc.ResetType) error
 	metrics.PowerOperations.WithLabelValues(s.host.Namespace, s.host.Name, string(t)).Inc()
 	// The power state this round read is the one the reset starts from: the BMC is not read again.
 	err := s.bmc.ResetFrom(ctx, t, s.power)
-	// Recorded whatever the answer: a reset whose answer was lost (a timeout) may have been
-	// carried out, and the BMC may not show it yet.
-	r.lastReset.Store(key, sentReset{t: t, at: r.now()})
+	// Recorded whatever the answer but a refusal: a reset whose answer was lost (a timeout) may
+	// have been carried out, and the BMC may not show it yet; one the BMC refused (409 while busy,
+	// 4xx) was not, and the next round sends it again.
+	if bmc.Refused(err) {
+		if v, ok := r.lastReset.Load(key); ok && v.(sentReset).t == t {
+			r.lastReset.CompareAndDelete(key, v)
+		}
+	} else {
+		r.lastReset.Store(key, sentReset{t: t, at: r.now()})
+	}
 	if err == nil {
 		r.transitionStarted(key, s.host, t)
 	}

@@ -315,14 +315,25 @@ func (r *Reconciler) keepPower(ctx context.Context, s *scope, want *bool) error 
 				now := metav1.NewTime(r.now())
 				h.Status.SoftPowerOffSentAt = &now
 				if err := s.store(); err != nil {
-					return err // not known to be stored: not pressed this round
+					// Not known to be stored, and not pressed: the round's closing write must not
+					// record a press that was never made.
+					h.Status.SoftPowerOffSentAt = nil
+					return err
 				}
 			}
 		}
 		r.event(h, "PowerOff", "Power", "powering off (%s)", t)
 		err := r.reset(ctx, s, t)
-		if t == bmc.ResetGracefulShutdown && (errors.Is(err, bmc.ErrConflict) || bmc.IsBadRequest(err)) {
-			h.Status.SoftPowerOffSentAt = nil // refused, not carried out: pressed again next round
+		switch {
+		case t != bmc.ResetGracefulShutdown || err == nil:
+		case errors.Is(err, bmc.ErrNotSupported) || bmc.IsBadRequest(err):
+			// The BMC has no GracefulShutdown (not in its allowable values, or refused as
+			// unsupported): pressing it again changes nothing, so the server is forced off now.
+			h.Status.SoftPowerOffSentAt = nil
+			r.event(h, "PowerOffForced", "Power", "the BMC offers no GracefulShutdown (%s): forcing off", err)
+			err = r.reset(ctx, s, bmc.ResetForceOff)
+		case bmc.Refused(err):
+			h.Status.SoftPowerOffSentAt = nil // refused (409 while busy), not carried out: pressed again next round
 		}
 		return ignoreConflict(err)
 	}
@@ -519,7 +530,7 @@ func (r *Reconciler) deprovision(ctx context.Context, s *scope) (ctrl.Result, er
 	if err := s.bmc.EjectMedia(ctx, r.seedMediaMatch(h)); err != nil {
 		return ctrl.Result{}, err
 	}
-	h.Status.BootIssuedAt = nil
+	h.Status.BootIssuedAt, h.Status.SoftPowerOffSentAt = nil, nil
 	// Cleaning is skipped only when the claim says so: a claim that is missing fails closed.
 	if c := h.Status.Claim; c == nil || c.AutomatedCleaningMode != infrav1.CleaningModeDisabled {
 		// The erase starts in this round (an erase is safe to repeat, should the round's write
@@ -620,7 +631,7 @@ func (r *Reconciler) release(h *infrav1.RedfishHost) {
 	if c != nil && c.NodeReuse && c.Owner != nil {
 		h.Status.ReservedFor = c.Owner.DeepCopy()
 	}
-	h.Status.Claim = nil
+	h.Status.Claim, h.Status.SoftPowerOffSentAt = nil, nil
 	h.Status.State = infrav1.HostStateAvailable
 	conditions.Delete(h, infrav1.BootPreparedCondition) // of the claim that ended
 	if c != nil {

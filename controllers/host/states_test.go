@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stmcginnis/gofish/schemas"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +23,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
@@ -35,7 +37,7 @@ import (
 // reconcile makes to check the BMC).
 type fakeBMC struct {
 	power      bmc.PowerState
-	errs       map[string]error // by method name
+	errs       map[string]error // by method name, or method and argument ("Reset(ForceOff)")
 	eraseJobs  []bmc.EraseJob
 	tasks      map[string]*bmc.Task
 	inProgress int
@@ -43,6 +45,7 @@ type fakeBMC struct {
 	resetting  func() // when set, runs as a reset is sent
 	preparing  func() // when set, runs as a boot override is set
 	powerReads int    // reads of the power state: PowerState, and Reset (which reads it again)
+	follows    bool   // when set, an accepted reset moves the power state as a server would
 }
 
 func (f *fakeBMC) call(method, arg string) error {
@@ -50,6 +53,9 @@ func (f *fakeBMC) call(method, arg string) error {
 		method += "(" + arg + ")"
 	}
 	f.calls = append(f.calls, method)
+	if err, ok := f.errs[method]; ok {
+		return err
+	}
 	return f.errs[strings.SplitN(method, "(", 2)[0]]
 }
 
@@ -65,7 +71,16 @@ func (f *fakeBMC) ResetFrom(_ context.Context, t bmc.ResetType, _ bmc.PowerState
 	if f.resetting != nil {
 		f.resetting()
 	}
-	return f.call("Reset", string(t))
+	err := f.call("Reset", string(t))
+	if err == nil && f.follows {
+		switch t {
+		case bmc.ResetForceOff, bmc.ResetGracefulShutdown:
+			f.power = bmc.PowerOff
+		default:
+			f.power = bmc.PowerOn
+		}
+	}
+	return err
 }
 func (f *fakeBMC) Inventory(context.Context) (*infrav1.Inventory, error) {
 	return &infrav1.Inventory{Manufacturer: "Sim", CPUCores: 8}, f.call("Inventory", "")
@@ -1454,6 +1469,116 @@ func TestASoftPowerOffIsPressedOnceThenForcedAfterTheTimeout(t *testing.T) {
 	}
 }
 
+// A GracefulShutdown the BMC refused was not carried out: the next round presses it again (a
+// press recorded but never made would leave the server on until the timeout forced it off); a
+// BMC without GracefulShutdown is forced off at once, with an event; and a press whose record
+// could not be written is neither made nor recorded.
+func TestARefusedSoftPowerOffIsPressedAgainOrForced(t *testing.T) {
+	setup := func(t *testing.T) (*fakeBMC, *Reconciler, client.Client, ctrl.Request, *time.Time, *events.FakeRecorder) {
+		h := claimedHost(infrav1.HostStateProvisioned)
+		h.Status.Claim.Provisioned = true
+		h.Status.PowerState = "On"
+		h.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "remediation/x", Mode: infrav1.RebootModeSoft}}
+		c := newFakeClient(t, h, nil)
+		f := &fakeBMC{power: bmc.PowerOn, errs: map[string]error{}}
+		r := reconcilerFor(c, f)
+		rec := events.NewFakeRecorder(100)
+		r.Recorder = rec
+		now := time.Now()
+		r.clock = func() time.Time { return now }
+		return f, r, c, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}, &now, rec
+	}
+	count := func(f *fakeBMC, call string) int {
+		n := 0
+		for _, c := range f.calls {
+			if c == call {
+				n++
+			}
+		}
+		return n
+	}
+	sentAt := func(t *testing.T, c client.Client, key ctrl.Request) *metav1.Time {
+		got := &infrav1.RedfishHost{}
+		if err := c.Get(t.Context(), key.NamespacedName, got); err != nil {
+			t.Fatal(err)
+		}
+		return got.Status.SoftPowerOffSentAt
+	}
+	t.Run("busy (409), then accepted", func(t *testing.T) {
+		f, r, c, key, now, _ := setup(t)
+		f.errs["Reset(GracefulShutdown)"] = fmt.Errorf("GracefulShutdown reset: %w", bmc.ErrConflict)
+		if _, err := r.Reconcile(t.Context(), key); err != nil {
+			t.Fatal(err)
+		}
+		if at := sentAt(t, c, key); at != nil {
+			t.Fatalf("softPowerOffSentAt %v after a refused press, want none", at)
+		}
+		delete(f.errs, "Reset(GracefulShutdown)")
+		*now = now.Add(time.Second) // within PollInterval of the refused press
+		if _, err := r.Reconcile(t.Context(), key); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(f, "Reset(GracefulShutdown)"); n != 2 {
+			t.Errorf("GracefulShutdown sent %d times, want 2: refused once, then pressed (calls %v)", n, f.calls)
+		}
+		if at := sentAt(t, c, key); at == nil {
+			t.Errorf("the accepted press is not recorded")
+		}
+	})
+	for name, refusal := range map[string]error{
+		"not in the allowable values":  fmt.Errorf("GracefulShutdown reset: %w: the BMC allows [On ForceOff]", bmc.ErrNotSupported),
+		"refused as unsupported (400)": &schemas.Error{HTTPReturnedStatusCode: 400, Message: "ActionParameterNotSupported"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, r, c, key, now, rec := setup(t)
+			f.errs["Reset(GracefulShutdown)"] = refusal
+			f.follows = true
+			for range 3 {
+				if _, err := r.Reconcile(t.Context(), key); err != nil {
+					t.Fatal(err)
+				}
+				*now = now.Add(time.Second)
+			}
+			if n, m := count(f, "Reset(GracefulShutdown)"), count(f, "Reset(ForceOff)"); n != 1 || m != 1 {
+				t.Errorf("GracefulShutdown sent %d times and ForceOff %d, want each once (calls %v)", n, m, f.calls)
+			}
+			if at := sentAt(t, c, key); at != nil {
+				t.Errorf("softPowerOffSentAt %v, want none: nothing was pressed", at)
+			}
+			if got := drain(rec); !strings.Contains(got, "PowerOffForced") {
+				t.Errorf("events %q, want PowerOffForced", got)
+			}
+		})
+	}
+	t.Run("the record cannot be written", func(t *testing.T) {
+		h := claimedHost(infrav1.HostStateProvisioned)
+		h.Status.Claim.Provisioned = true
+		h.Status.PowerState = "On"
+		h.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "remediation/x", Mode: infrav1.RebootModeSoft}}
+		base := newFakeClient(t, h, nil)
+		fail := true
+		c := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
+			SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+				if fail {
+					fail = false // the first write fails; the round's closing write goes through
+					return errors.New("etcdserver: request timed out")
+				}
+				return cl.SubResource(sub).Patch(ctx, obj, p, opts...)
+			},
+		})
+		f := &fakeBMC{power: bmc.PowerOn}
+		r := reconcilerFor(c, f)
+		key := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
+		_, _ = r.Reconcile(t.Context(), key)
+		if n := count(f, "Reset(GracefulShutdown)"); n != 0 {
+			t.Errorf("pressed %d times without a record", n)
+		}
+		if at := sentAt(t, base, key); at != nil {
+			t.Errorf("softPowerOffSentAt %v written for a press never made", at)
+		}
+	})
+}
+
 // A host deleted while its claim is being released (its Machine deleted a moment before, or the
 // whole namespace going) keeps its finalizer until the release powered the server off and erased
 // it as the claim asked: the next tenant of that server, registered again, finds nothing.
@@ -1619,4 +1744,13 @@ func TestAStaleCredentialsFinalizerIsDropped(t *testing.T) {
 	if want := []string{"example.com/keep", CredentialsFinalizerPrefix + "uid-h1"}; !slices.Equal(s.Finalizers, want) {
 		t.Errorf("finalizers %v, want %v", s.Finalizers, want)
 	}
+}
+
+// drain returns the events recorded so far, one a line.
+func drain(rec *events.FakeRecorder) string {
+	var out []string
+	for len(rec.Events) > 0 {
+		out = append(out, <-rec.Events)
+	}
+	return strings.Join(out, "\n")
 }

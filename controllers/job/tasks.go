@@ -128,13 +128,12 @@ type round struct {
 //   - On and ForceOff are sent again when the BMC still reports the opposite settled state a poll
 //     interval after the last send (a power-on refused for a while after a power-off): both are
 //     harmless to repeat.
-//   - GracefulShutdown, once the BMC accepted it, is not sent again (a second press of a
-//     power button can turn a server that just reached Off back on).
-//   - A restart (GracefulRestart, ForceRestart, PowerCycle) is sent at most once: its send is
-//     recorded in the API before it goes out, so a round that lost its status write cannot
-//     repeat it. A 409 means it was not executed, and it may be sent again; an error that leaves
-//     its fate unknown (a timeout) means it is never sent again, and the task waits for the BMC
-//     to show it happened, until its timeout.
+//   - GracefulShutdown and the restarts (GracefulRestart, ForceRestart, PowerCycle) are sent at
+//     most once (a second press of a power button can turn a server that just reached Off back
+//     on): the send is recorded in the API before it goes out, so a round that lost its status
+//     write cannot repeat it. A refusal (409, 4xx) means it was not executed, and it may be sent
+//     again; an error that leaves its fate unknown (a timeout) means it is never sent again, and
+//     the task waits for the BMC to show it happened, until its timeout.
 func (r *Reconciler) power(ctx context.Context, j *infrav1.RedfishJob, i int, c host.BMC, rd *round) (bool, time.Duration, error) {
 	t, ts := j.Spec.Tasks[i], &j.Status.Tasks[i]
 	if !rd.known {
@@ -165,16 +164,15 @@ func (r *Reconciler) power(ctx context.Context, j *infrav1.RedfishJob, i int, c 
 	// Send?
 	settled := ps == bmc.PowerOn || ps == bmc.PowerOff
 	var send bool
+	once := restart || t.Power == infrav1.JobPowerGracefulShutdown
 	switch {
-	case restart:
+	case once:
 		send = ts.SentTime == nil
-	case t.Power == infrav1.JobPowerGracefulShutdown && ts.Accepted:
-		send = false
 	default:
 		send = settled && (ts.SentTime == nil || now.Sub(ts.SentTime.Time) >= r.PollInterval)
 	}
 	if send {
-		if restart {
+		if once {
 			if err := r.recordSend(ctx, j, i, now); err != nil {
 				return false, 0, err
 			}
@@ -184,11 +182,11 @@ func (r *Reconciler) power(ctx context.Context, j *infrav1.RedfishJob, i int, c 
 		switch {
 		case err == nil:
 			ts.SentTime, ts.Accepted = microTime(now), true
-		case errors.Is(err, bmc.ErrConflict) || bmc.IsBadRequest(err):
-			// Refused: not executed. A 409 is tried again, a request the BMC calls invalid fails
-			// the task. A restart's recorded send is withdrawn first (if that write fails, the
-			// restart is never sent again: the task fails at its timeout rather than repeat it).
-			if restart {
+		case bmc.Refused(err):
+			// Refused: not executed. A 409 is tried again, a request the BMC calls invalid or
+			// does not offer fails the task. A recorded send is withdrawn first (if that write
+			// fails, it is never sent again: the task fails at its timeout rather than repeat it).
+			if once {
 				before := j.DeepCopy()
 				ts.SentTime = nil
 				if perr := r.patchStatus(ctx, j, client.MergeFrom(before)); perr != nil {
@@ -196,7 +194,7 @@ func (r *Reconciler) power(ctx context.Context, j *infrav1.RedfishJob, i int, c 
 				}
 			}
 			return false, 0, err
-		case restart:
+		case once:
 			ts.Message = truncate(fmt.Sprintf("%s sent once, its outcome unknown (%v): not sent again, waiting for the BMC to show it", t.Power, err))
 			return false, r.PollInterval, nil
 		default:

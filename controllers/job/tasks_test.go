@@ -186,6 +186,21 @@ func TestAGracefulShutdownIsPressedOnce(t *testing.T) {
 	}
 }
 
+// A GracefulShutdown whose answer was lost (a timeout: the BMC may have pressed the button) is
+// recorded before it goes out and never pressed again: a second press can turn a server that just
+// reached Off back on. The task waits for Off, and fails at its timeout if it never comes.
+func TestAGracefulShutdownOfUnknownOutcomeIsNeverPressedAgain(t *testing.T) {
+	b := &scriptedBMC{states: []bmc.PowerState{bmc.PowerOn}, resetErr: context.DeadlineExceeded}
+	timeout := &metav1.Duration{Duration: time.Minute}
+	j := rounds(t, []infrav1.JobTask{{Power: infrav1.JobPowerGracefulShutdown, Timeout: timeout}}, b, 200)
+	if !j.Finished() || j.Status.Tasks[0].State != infrav1.JobTaskFailed {
+		t.Fatalf("want the task failed at its timeout: %+v", j.Status.Tasks)
+	}
+	if b.tried != 1 {
+		t.Errorf("pressed %d times, want once", b.tried)
+	}
+}
+
 // A wait for a boot progress state ends when the BMC reports it (not at an earlier POST state),
 // or, on a BMC that reports none, orAfter after the task started.
 func TestAWaitForBootProgressEndsAtTheStateOrAfterItsFallback(t *testing.T) {
