@@ -9,6 +9,12 @@ const (
 	// ClusterctlMoveLabel makes `clusterctl move` carry objects that have no Cluster owner (hosts
 	// and their credentials Secrets).
 	ClusterctlMoveLabel = "clusterctl.cluster.x-k8s.io/move"
+
+	// BMCCredentialsLabel marks a Secret whose username and password may be sent to a BMC. A
+	// host naming a Secret without it is refused at admission and never connects: anyone who may
+	// edit a RedfishHost could otherwise point spec.bmc.credentialsName at any Secret of the
+	// namespace and spec.bmc.address at a server of theirs, and receive its keys.
+	BMCCredentialsLabel = "caprf.io/bmc-credentials"
 )
 
 // BootMethod is how a host boots the provisioning image.

@@ -56,6 +56,9 @@ const (
 	BMCConnectingReason      = "Connecting"
 	BMCAddressInvalidReason  = "InvalidAddress"
 	CredentialsMissingReason = "CredentialsMissing"
+	// CredentialsNotLabelledReason: the credentials Secret lacks BMCCredentialsLabel; nothing is
+	// sent to the BMC until it has it.
+	CredentialsNotLabelledReason = "CredentialsNotLabelled"
 
 	// ErasingReason: secure erases run on the BMC.
 	ErasingReason = "Erasing"

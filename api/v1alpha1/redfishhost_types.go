@@ -34,7 +34,8 @@ type BMC struct {
 	Address string `json:"address,omitempty"`
 
 	// credentialsName is the name of a Secret in the host's namespace with keys "username" and
-	// "password".
+	// "password", labelled caprf.io/bmc-credentials: "true" (an unlabelled Secret is refused at
+	// admission and never sent to the BMC).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253

@@ -605,14 +605,19 @@ func (r *Reconciler) target(ctx context.Context, h *infrav1.RedfishHost) (bmc.Ta
 	if _, err := bmc.ParseAddress(h.Spec.BMC.Address); err != nil {
 		return bmc.Target{}, infrav1.BMCAddressInvalidReason, err
 	}
-	creds, err := r.secrets().get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: h.Spec.BMC.CredentialsName})
+	sec, err := r.secrets().getSecret(ctx, client.ObjectKey{Namespace: h.Namespace, Name: h.Spec.BMC.CredentialsName})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			err = fmt.Errorf("credentials Secret %s not found", h.Spec.BMC.CredentialsName)
 		}
 		return bmc.Target{}, infrav1.CredentialsMissingReason, err
 	}
-	user, pass := creds["username"], creds["password"]
+	// Checked here too, not only at admission: a Secret created after its host, or its label
+	// removed later, is never sent to a BMC.
+	if sec.labels[infrav1.BMCCredentialsLabel] != "true" {
+		return bmc.Target{}, infrav1.CredentialsNotLabelledReason, fmt.Errorf("credentials Secret %s lacks the label %s: \"true\"; only Secrets so labelled are sent to BMCs", h.Spec.BMC.CredentialsName, infrav1.BMCCredentialsLabel)
+	}
+	user, pass := sec.data["username"], sec.data["password"]
 	if len(user) == 0 || len(pass) == 0 {
 		return bmc.Target{}, infrav1.CredentialsMissingReason, fmt.Errorf("credentials Secret %s needs non-empty keys \"username\" and \"password\"", h.Spec.BMC.CredentialsName)
 	}

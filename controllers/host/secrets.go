@@ -27,10 +27,18 @@ type secretReader struct {
 type readSecret struct {
 	version string
 	data    map[string][]byte
+	labels  map[string]string
 }
 
 // get returns the data of the Secret key names, as of its current version.
 func (s *secretReader) get(ctx context.Context, key types.NamespacedName) (map[string][]byte, error) {
+	r, err := s.getSecret(ctx, key)
+	return r.data, err
+}
+
+// getSecret returns the data and labels of the Secret key names, as of its current version (a
+// label change is a new version).
+func (s *secretReader) getSecret(ctx context.Context, key types.NamespacedName) (readSecret, error) {
 	if s.versions != nil {
 		meta := &metav1.PartialObjectMetadata{}
 		meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
@@ -41,7 +49,7 @@ func (s *secretReader) get(ctx context.Context, key types.NamespacedName) (map[s
 			r, ok := s.read[key]
 			s.mu.Unlock()
 			if ok && r.version == meta.ResourceVersion {
-				return r.data, nil
+				return r, nil
 			}
 		case apierrors.IsNotFound(err):
 			s.forget(key) // no credentials kept for a Secret that is gone
@@ -50,15 +58,16 @@ func (s *secretReader) get(ctx context.Context, key types.NamespacedName) (map[s
 	sec := &corev1.Secret{}
 	if err := s.api.Get(ctx, key, sec); err != nil {
 		s.forget(key)
-		return nil, err
+		return readSecret{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.read == nil {
 		s.read = map[types.NamespacedName]readSecret{}
 	}
-	s.read[key] = readSecret{version: sec.ResourceVersion, data: sec.Data}
-	return sec.Data, nil
+	r := readSecret{version: sec.ResourceVersion, data: sec.Data, labels: sec.Labels}
+	s.read[key] = r
+	return r, nil
 }
 
 func (s *secretReader) forget(key types.NamespacedName) {

@@ -616,7 +616,7 @@ func newFakeClient(t *testing.T, h *infrav1.RedfishHost, mutateRM func(*infrav1.
 		mutateRM(rm)
 	}
 	objs := []client.Object{h, rm,
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "creds"}, Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw")}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "creds", Labels: map[string]string{infrav1.BMCCredentialsLabel: "true"}}, Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw")}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: seed.SecretName("m1")}, Data: map[string][]byte{seed.KeyToken: []byte("tok")}},
 		&clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers"}},
 		&clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m1", UID: "uid-machine", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}}},
@@ -1668,7 +1668,7 @@ func TestAHostKeepsItsCredentialsSecretUntilItIsGone(t *testing.T) {
 	}
 	h.Status.State, h.Status.RegisteredAddress = infrav1.HostStateAvailable, h.Spec.BMC.Address
 	c := newFakeClient(t, h, nil)
-	if err := c.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "creds2"},
+	if err := c.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "creds2", Labels: map[string]string{infrav1.BMCCredentialsLabel: "true"}},
 		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("pw2")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -1753,4 +1753,54 @@ func drain(rec *events.FakeRecorder) string {
 		out = append(out, <-rec.Events)
 	}
 	return strings.Join(out, "\n")
+}
+
+// A credentials Secret without the BMC-credentials label (created after its host, which admission
+// only warned about, or its label removed later) is never sent to a BMC: the host says why in
+// BMCReachable, and connects once the Secret is labelled.
+func TestAnUnlabelledCredentialsSecretIsNeverSentToTheBMC(t *testing.T) {
+	h := &infrav1.RedfishHost{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", UID: "uid-h1"},
+		Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
+	}
+	c := newFakeClient(t, h, nil)
+	sec := &corev1.Secret{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: "creds"}, sec); err != nil {
+		t.Fatal(err)
+	}
+	delete(sec.Labels, infrav1.BMCCredentialsLabel)
+	if err := c.Update(t.Context(), sec); err != nil {
+		t.Fatal(err)
+	}
+	connections := 0
+	r := reconcilerFor(c, &fakeBMC{power: bmc.PowerOff})
+	r.BMCs = fakeBMCs{bmc: &fakeBMC{power: bmc.PowerOff}, connecting: func() { connections++ }}
+	key := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
+	for range 2 {
+		_, _ = r.Reconcile(t.Context(), key)
+	}
+	got := &infrav1.RedfishHost{}
+	if err := c.Get(t.Context(), key.NamespacedName, got); err != nil {
+		t.Fatal(err)
+	}
+	if connections != 0 {
+		t.Errorf("%d connections made with an unlabelled Secret's credentials, want none", connections)
+	}
+	if cond := conditions.Get(got, infrav1.BMCReachableCondition); cond == nil || cond.Reason != infrav1.CredentialsNotLabelledReason || !strings.Contains(cond.Message, infrav1.BMCCredentialsLabel) {
+		t.Errorf("BMCReachable %+v, want CredentialsNotLabelled naming the label", cond)
+	}
+	if _, err := r.Connect(t.Context(), got); err == nil || connections != 0 {
+		t.Errorf("Connect (used by jobs and maintenances) = %v with %d connections, want refused", err, connections)
+	}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(sec), sec); err != nil {
+		t.Fatal(err)
+	}
+	sec.Labels = map[string]string{infrav1.BMCCredentialsLabel: "true"}
+	if err := c.Update(t.Context(), sec); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = r.Reconcile(t.Context(), key)
+	if connections == 0 {
+		t.Errorf("no connection once the Secret is labelled")
+	}
 }

@@ -166,6 +166,12 @@ func (v *Host) validate(ctx context.Context, h *infrav1.RedfishHost, check check
 		switch {
 		case apierrors.IsNotFound(err):
 			warnings = append(warnings, fmt.Sprintf("credentials Secret %s does not exist yet; the host waits in Registering until it does", h.Spec.BMC.CredentialsName))
+		case err == nil && sec.Labels[infrav1.BMCCredentialsLabel] != "true":
+			return warnings, apierrors.NewInvalid(infrav1.GroupVersion.WithKind("RedfishHost").GroupKind(), h.Name, field.ErrorList{
+				field.Forbidden(field.NewPath("spec", "bmc", "credentialsName"), fmt.Sprintf(
+					"Secret %s lacks the label %s: \"true\"; label the Secret that holds this BMC's username and password (only such Secrets are sent to BMCs)",
+					h.Spec.BMC.CredentialsName, infrav1.BMCCredentialsLabel)),
+			})
 		case err == nil && (len(sec.Data["username"]) == 0 || len(sec.Data["password"]) == 0):
 			warnings = append(warnings, fmt.Sprintf("credentials Secret %s needs non-empty keys \"username\" and \"password\"", h.Spec.BMC.CredentialsName))
 		}

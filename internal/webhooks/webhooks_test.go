@@ -441,3 +441,47 @@ func TestJobValidation(t *testing.T) {
 		})
 	}
 }
+
+// A host naming a Secret that is not labelled as BMC credentials is refused (anyone who may edit
+// hosts could otherwise have any Secret of the namespace sent to a server of theirs); a labelled
+// one is admitted, and a Secret that does not exist yet is only warned about.
+func TestAHostNamingAnUnlabelledSecretIsRefused(t *testing.T) {
+	h := host("redfish://10.0.0.57/redfish/v1/Systems/1", nil)
+	h.Spec.BootMACAddress = "52:54:00:00:07:01"
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   string // "" admitted
+	}{
+		{name: "unlabelled", want: `lacks the label caprf.io/bmc-credentials: "true"`},
+		{name: "labelled false", labels: map[string]string{infrav1.BMCCredentialsLabel: "false"}, want: "lacks the label"},
+		{name: "labelled", labels: map[string]string{infrav1.BMCCredentialsLabel: "true"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := apiServerWith(t)
+			if err := api.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.Namespace, Name: h.Spec.BMC.CredentialsName, Labels: tc.labels},
+				Data: map[string][]byte{"username": []byte("admin"), "password": []byte("s3cr3t-marker")}}); err != nil {
+				t.Fatal(err)
+			}
+			v := &Host{Reader: api, Hosts: indexedHosts(t)}
+			_, err := v.ValidateCreate(t.Context(), h.DeepCopy())
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("admitted or refused for another reason (%v), want %q", err, tc.want)
+			case err != nil && strings.Contains(err.Error(), "s3cr3t-marker"):
+				t.Fatalf("the refusal echoes the Secret's data: %v", err)
+			}
+			// Moved to another Secret later: checked again.
+			renamed := h.DeepCopy()
+			renamed.Spec.BMC.CredentialsName = "other"
+			if err := api.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.Namespace, Name: "other"}, Data: map[string][]byte{"username": []byte("u"), "password": []byte("p")}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := v.ValidateUpdate(t.Context(), h, renamed); err == nil || !strings.Contains(err.Error(), "lacks the label") {
+				t.Errorf("re-pointed at an unlabelled Secret: %v, want refused", err)
+			}
+		})
+	}
+}

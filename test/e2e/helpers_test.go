@@ -41,6 +41,12 @@ func newBed(name string, n int, mutate func(i int, h *infrav1.RedfishHost)) *bed
 	return startBed(name, n, bedOptions{mutate: mutate, withOS: true})
 }
 
+// newBedWithoutOSMutated is newBedWithoutOS with hosts changed by mutate before they are created.
+func newBedWithoutOSMutated(name string, n int, mutate func(i int, h *infrav1.RedfishHost)) *bed {
+	GinkgoHelper()
+	return startBed(name, n, bedOptions{mutate: mutate})
+}
+
 // newBedWithoutOS is newBed with servers that boot nothing: no Node ever joins.
 func newBedWithoutOS(name string, n int) *bed {
 	GinkgoHelper()
@@ -277,7 +283,7 @@ func describeHosts(hs []infrav1.RedfishHost) string {
 
 func secret(ns, name, user, pass string) *corev1.Secret {
 	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{infrav1.BMCCredentialsLabel: "true"}},
 		StringData: map[string]string{"username": user, "password": pass},
 	}
 }

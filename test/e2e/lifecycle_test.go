@@ -8,10 +8,12 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
@@ -319,5 +321,46 @@ var _ = Describe("Bad input", Label("bad-input"), func() {
 		sec.Data = map[string][]byte{"username": []byte(user), "password": []byte(pass)}
 		Expect(env.Update(ctx, sec)).To(Succeed())
 		b.waitRunning("workers", 1)
+	})
+
+	It("sends a BMC only credentials from a Secret labelled as BMC credentials: an unlabelled Secret is refused at admission, one that arrives unlabelled is never sent", Label("credentials-label"), func() {
+		b := newBedWithoutOSMutated("credlabel", 1, func(_ int, h *infrav1.RedfishHost) { h.Spec.BMC.CredentialsName = "late-creds" })
+		server := b.fleet.Servers[0]
+		user, pass := server.Credentials()
+
+		By("a host pointed at a Secret that is not BMC credentials being refused, its data not echoed")
+		other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "app-db"}, StringData: map[string]string{"username": "app", "password": "db-marker-7f3a"}}
+		Expect(env.Create(ctx, other)).To(Succeed())
+		thief := &infrav1.RedfishHost{
+			ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "thief"},
+			Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish+http://127.0.0.1:1/redfish/v1/Systems/1", CredentialsName: other.Name}},
+		}
+		err := env.Create(ctx, thief)
+		Expect(err).To(MatchError(ContainSubstring(`lacks the label caprf.io/bmc-credentials: "true"`)))
+		Expect(err.Error()).NotTo(ContainSubstring("db-marker-7f3a"))
+
+		By("the host's own Secret arriving without the label: nothing sent to the BMC, the reason shown")
+		late := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "late-creds"}, StringData: map[string]string{"username": user, "password": pass}}
+		Expect(env.Create(ctx, late)).To(Succeed())
+		Eventually(func(g Gomega) {
+			h := b.hosts()[0]
+			c := conditions.Get(&h, infrav1.BMCReachableCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(infrav1.CredentialsNotLabelledReason))
+			g.Expect(c.Message).To(ContainSubstring("caprf.io/bmc-credentials"))
+		}).Should(Succeed())
+		Consistently(func() int {
+			n := 0
+			for _, v := range server.Stats().Requests {
+				n += v
+			}
+			return n
+		}, 2*time.Second, 200*time.Millisecond).Should(BeZero(), "requests reached the BMC with an unlabelled Secret's credentials")
+
+		By("the Secret labelled: the host registers")
+		Expect(env.Get(ctx, client.ObjectKeyFromObject(late), late)).To(Succeed())
+		late.Labels = map[string]string{infrav1.BMCCredentialsLabel: "true"}
+		Expect(env.Update(ctx, late)).To(Succeed())
+		b.waitHostsAvailable(1)
 	})
 })

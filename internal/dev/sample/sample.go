@@ -23,8 +23,9 @@ const KubernetesVersion = "v1.36.3"
 func Host(ns string, s *simulator.Server) (*corev1.Secret, *infrav1.RedfishHost) {
 	user, pass := s.Credentials()
 	secret := &corev1.Secret{
-		// The move label: `clusterctl move` takes the credentials along with the hosts.
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.ID() + "-bmc", Labels: map[string]string{clusterctlv1.ClusterctlMoveLabel: ""}},
+		// The move label: `clusterctl move` takes the credentials along with the hosts; the
+		// credentials label: only such Secrets are sent to BMCs.
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.ID() + "-bmc", Labels: map[string]string{clusterctlv1.ClusterctlMoveLabel: "", infrav1.BMCCredentialsLabel: "true"}},
 		StringData: map[string]string{"username": user, "password": pass},
 	}
 	host := &infrav1.RedfishHost{

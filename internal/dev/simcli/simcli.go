@@ -225,7 +225,7 @@ func (o *options) register(ctx context.Context, c client.Client, fleet *simulato
 func (o *options) objects(s *simulator.Server) (*corev1.Secret, *infrav1.RedfishHost) {
 	user, pass := s.Credentials()
 	labels := map[string]string{FleetLabel: o.prefix}
-	secretLabels := map[string]string{FleetLabel: o.prefix, clusterctlv1.ClusterctlMoveLabel: ""}
+	secretLabels := map[string]string{FleetLabel: o.prefix, clusterctlv1.ClusterctlMoveLabel: "", infrav1.BMCCredentialsLabel: "true"}
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: s.ID() + "-bmc", Labels: secretLabels},
 		StringData: map[string]string{"username": user, "password": pass},
