@@ -79,7 +79,7 @@ func main() {
 	fs.Float32Var(&f.qps, "kube-api-qps", 200, "Maximum queries per second to the management cluster API server (sizing: docs/performance.md).")
 	fs.IntVar(&f.burst, "kube-api-burst", 400, "Maximum burst to the management cluster API server.")
 	fs.DurationVar(&f.orphanGracePeriod, "orphan-grace-period", 2*time.Minute, "How long a claimed host's RedfishMachine may be missing (outside a paused Cluster) before the host releases the claim.")
-	fs.DurationVar(&f.restoreGracePeriod, "restore-grace-period", 2*time.Minute, "How long an unclaimed host found powered on is kept out of the pool for its machine to be recreated (clusterctl move, a restore).")
+	fs.DurationVar(&f.restoreGracePeriod, "restore-grace-period", 2*time.Minute, "How long a host recreated without status (clusterctl move, a restore) waits for its machine: a host found powered on before it is offered, a host whose claim record names a machine before it is powered off and erased.")
 	fs.DurationVar(&f.biosSetupWait, "bios-setup-wait", 3*time.Minute, "How long a firmware or BIOS-settings maintenance leaves a host in POST before powering it off, when its BMC reports no boot progress (BootProgress SetupEntered ends the wait on BMCs that do).")
 	fs.DurationVar(&f.bmcCheckInterval, "bmc-check-interval", time.Minute, "How often a settled host re-reads its BMC (BMCReachable and power state); a power transition is re-read sooner, with backoff.")
 	fs.DurationVar(&f.syncPeriod, "sync-period", 10*time.Minute, "Minimum interval at which watched objects are reconciled.")

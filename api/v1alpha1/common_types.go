@@ -15,6 +15,16 @@ const (
 	// edit a RedfishHost could otherwise point spec.bmc.credentialsName at any Secret of the
 	// namespace and spec.bmc.address at a server of theirs, and receive its keys.
 	BMCCredentialsLabel = "caprf.io/bmc-credentials"
+
+	// HostClaimedByAnnotation is the host controller's record, on the host's metadata, of the
+	// RedfishMachine whose claim the host carries (until its release ended). `clusterctl move`
+	// and backups recreate a host without its status but with its annotations: a host that
+	// comes back with this record is restored only to that machine, or cleaned before it is
+	// offered again; never Available with the previous tenant's disks.
+	HostClaimedByAnnotation = "redfishhost.infrastructure.cluster.x-k8s.io/claimed-by"
+	// HostReservedForAnnotation records, as JSON, the owner a released host is reserved for
+	// (nodeReuse): a restored host keeps its reservation, and is cleaned if its owner is gone.
+	HostReservedForAnnotation = "redfishhost.infrastructure.cluster.x-k8s.io/reserved-for"
 )
 
 // BootMethod is how a host boots the provisioning image.

@@ -327,7 +327,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		helper = onepatch.New(host, r.Client).Owning(r.APIReader, ownedConditions...)
 		return nil
 	}}
+	record(host)
 	res, err := r.handlers()[stateOf(host)](ctx, s)
+	record(host)
 	res = r.followTransition(req.NamespacedName, s, res)
 	// A reboot request whose requestor is gone is dropped when its grace period ends, not at the
 	// next resync of a host its request holds off.

@@ -103,11 +103,51 @@ func (r *Reconciler) inspect(ctx context.Context, s *scope) (ctrl.Result, error)
 		h.Status.RestoreWaitSince = nil
 		return ctrl.Result{}, nil
 	}
+	if name := recordedConsumer(h); name != "" {
+		// Recreated without status while claimed (a move, a restore, its machine being deleted
+		// meanwhile): its disks hold that machine's data. It waits for the machine, then is
+		// powered off and cleaned: never offered as it is.
+		if wait := r.holdForRecordedMachine(h, name); wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+		h.Status.State = infrav1.HostStateDeprovisioning
+		r.event(h, "CleaningUnclaimed", "Inspect", "its record names RedfishMachine %s, which did not come back within %s: powering off and erasing before the host is offered", name, r.RestoreGracePeriod)
+		return ctrl.Result{}, nil // the status change wakes the next state
+	}
+	if v, ok := h.Annotations[infrav1.HostReservedForAnnotation]; ok && h.Status.ReservedFor == nil {
+		ref := recordedReservation(h)
+		if ref == nil {
+			// A record that cannot be read fails closed: the host may hold an owner's node.
+			h.Status.State = infrav1.HostStateDeprovisioning
+			r.event(h, "CleaningUnclaimed", "Inspect", "its reservation record %q cannot be read: erasing before the host is offered", v)
+			return ctrl.Result{}, nil
+		}
+		// Restored as reserved, and uncleaned: if that owner is gone, the host is erased
+		// before anyone else can claim it (see dropStaleReservation).
+		h.Status.ReservedFor = ref
+		r.event(h, "ReservationRestored", "Inspect", "restored the reservation for %s %s from its record", ref.Kind, ref.Name)
+	}
 	if wait := r.holdForRestore(h, s.power); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	h.Status.State = infrav1.HostStateAvailable
 	return ctrl.Result{}, nil // the status change wakes the next state
+}
+
+// holdForRecordedMachine keeps a host whose record names a machine out of the pool for
+// RestoreGracePeriod, whatever its power, while that machine may still be recreated. It returns
+// how soon to look again (0: the grace period is over).
+func (r *Reconciler) holdForRecordedMachine(h *infrav1.RedfishHost, name string) time.Duration {
+	if h.Status.RestoreWaitSince == nil {
+		now := metav1.NewTime(r.now())
+		h.Status.RestoreWaitSince = &now
+		r.event(h, "WaitingForRestore", "Inspect", "its record names RedfishMachine %s: not offered for %s, in case that machine is being recreated (clusterctl move, a restore)", name, r.RestoreGracePeriod)
+	}
+	if left := r.RestoreGracePeriod - r.now().Sub(h.Status.RestoreWaitSince.Time); left > 0 {
+		return min(left, r.PollInterval)
+	}
+	h.Status.RestoreWaitSince = nil
+	return 0
 }
 
 // holdForRestore keeps an unclaimed host that inspection found powered on out of the pool for
@@ -156,7 +196,9 @@ func (r *Reconciler) restoreClaim(ctx context.Context, h *infrav1.RedfishHost, f
 	}
 	for i := range rms.Items {
 		rm := &rms.Items[i]
-		if claim.HostOf(rm.Spec.ProviderID, h.Namespace) != h.Name || !rm.DeletionTimestamp.IsZero() {
+		// Only the machine the host's record names: a providerID is anyone's to write, and a host
+		// without a record (a new server, or one released) restores no claim.
+		if claim.HostOf(rm.Spec.ProviderID, h.Namespace) != h.Name || recordedConsumer(h) != rm.Name || !rm.DeletionTimestamp.IsZero() {
 			continue
 		}
 		m, err := util.GetOwnerMachine(ctx, r.Client, rm.ObjectMeta)

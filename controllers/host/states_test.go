@@ -230,6 +230,9 @@ func TestHostStateMachine(t *testing.T) {
 					if h.Status.BootIssuedAt == nil {
 						t.Error("bootIssuedAt not recorded")
 					}
+					if got := h.Annotations[infrav1.HostClaimedByAnnotation]; got != "m1" {
+						t.Errorf("claim record %q, want m1 (a move or restore must find it)", got)
+					}
 				}}},
 
 		{name: "available, online wanted and off: powered on",
@@ -346,17 +349,73 @@ func TestHostStateMachine(t *testing.T) {
 					t.Errorf("claim %+v, want the consumer missing since now", c)
 				}
 			}}},
-		{name: "available, a machine's providerID names it: the claim restored, provisioned without a boot",
+		// A providerID is anyone's to write: it restores nothing on a host whose record names no
+		// machine (a new server, or one released and cleaned).
+		{name: "available, a machine's providerID names it without the host's record: nothing restored",
 			host: []func(*infrav1.RedfishHost){func(h *infrav1.RedfishHost) { h.Status.State = infrav1.HostStateAvailable }},
 			rm: func(rm *infrav1.RedfishMachine) {
 				rm.Spec.ProviderID = "redfish://ns/h1/m1"
 				rm.OwnerReferences = []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "m1", UID: "uid-machine"}}
 			},
-			want: want{state: infrav1.HostStateProvisioned, check: func(t *testing.T, h *infrav1.RedfishHost) {
+			bmc: fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateAvailable, requeue: check, check: func(t *testing.T, h *infrav1.RedfishHost) {
+				if c := h.Status.Claim; c != nil {
+					t.Errorf("claim %+v restored from a providerID alone", c)
+				}
+			}}},
+		{name: "inspecting a host recreated with its record, its machine's providerID names it: the claim restored, provisioned without a boot",
+			host: []func(*infrav1.RedfishHost){recreatedClaimedBy("m1")},
+			rm: func(rm *infrav1.RedfishMachine) {
+				rm.Spec.ProviderID = "redfish://ns/h1/m1"
+				rm.OwnerReferences = []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "m1", UID: "uid-machine"}}
+			},
+			bmc: fakeBMC{power: bmc.PowerOn},
+			want: want{state: infrav1.HostStateProvisioned, calls: []string{"Inventory"}, check: func(t *testing.T, h *infrav1.RedfishHost) {
 				if c := h.Status.Claim; c == nil || c.ConsumerUID != "uid-m1" || !c.Provisioned {
 					t.Errorf("claim %+v, want restored for uid-m1 and provisioned", c)
 				}
 			}}},
+		{name: "inspecting a host recreated with its record, another machine's providerID names it: not restored, not offered",
+			host: []func(*infrav1.RedfishHost){recreatedClaimedBy("m0")},
+			rm: func(rm *infrav1.RedfishMachine) {
+				rm.Spec.ProviderID = "redfish://ns/h1/m1"
+				rm.OwnerReferences = []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "m1", UID: "uid-machine"}}
+			},
+			bmc: fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateInspecting, calls: []string{"Inventory"}, requeue: poll, check: func(t *testing.T, h *infrav1.RedfishHost) {
+				if h.Status.Claim != nil || h.Status.RestoreWaitSince == nil || h.Annotations[infrav1.HostClaimedByAnnotation] != "m0" {
+					t.Errorf("claim %+v, restoreWaitSince %v, record %q: want none, waiting, m0 kept", h.Status.Claim, h.Status.RestoreWaitSince, h.Annotations[infrav1.HostClaimedByAnnotation])
+				}
+			}}},
+		{name: "inspecting a host recreated with its record, the grace period over without its machine: cleaned before it is offered",
+			host: []func(*infrav1.RedfishHost){recreatedClaimedBy("m0"), func(h *infrav1.RedfishHost) {
+				long := metav1.NewTime(time.Now().Add(-time.Hour))
+				h.Status.RestoreWaitSince = &long
+			}},
+			bmc: fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateDeprovisioning, calls: []string{"Inventory"}, check: func(t *testing.T, h *infrav1.RedfishHost) {
+				if h.Annotations[infrav1.HostClaimedByAnnotation] != "m0" {
+					t.Errorf("record %q, want kept until the erase ended", h.Annotations[infrav1.HostClaimedByAnnotation])
+				}
+			}}},
+		{name: "inspecting a host recreated with a reservation record: reserved again, then offered to that owner only",
+			host: []func(*infrav1.RedfishHost){func(h *infrav1.RedfishHost) {
+				h.Status.State = infrav1.HostStateInspecting
+				h.Annotations = map[string]string{infrav1.HostReservedForAnnotation: `{"apiGroup":"cluster.x-k8s.io","kind":"MachineDeployment","namespace":"ns","name":"workers"}`}
+			}},
+			bmc: fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateAvailable, calls: []string{"Inventory"}, check: func(t *testing.T, h *infrav1.RedfishHost) {
+				if rf := h.Status.ReservedFor; rf == nil || rf.Kind != "MachineDeployment" || rf.Name != "workers" {
+					t.Errorf("reservedFor %+v, want MachineDeployment workers", rf)
+				}
+			}}},
+		{name: "inspecting a host recreated with a reservation record that does not parse: cleaned",
+			host: []func(*infrav1.RedfishHost){func(h *infrav1.RedfishHost) {
+				h.Status.State = infrav1.HostStateInspecting
+				h.Annotations = map[string]string{infrav1.HostReservedForAnnotation: `{"kind":`}
+			}},
+			bmc:  fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateDeprovisioning, calls: []string{"Inventory"}}},
 		// A release is one round per step the BMC takes (the power-off, the erase), not one more
 		// round per state for the write of the state before it.
 		{name: "provisioned, claim released: deprovisioning, the power-off sent in the same round",
@@ -383,6 +442,9 @@ func TestHostStateMachine(t *testing.T) {
 			want: want{state: infrav1.HostStateAvailable, calls: []string{"EjectMedia(/v1/ns/m1/)"}, check: func(t *testing.T, h *infrav1.RedfishHost) {
 				if h.Status.Claim != nil || h.Status.ReservedFor == nil || h.Status.ReservedFor.Name != "workers" {
 					t.Errorf("claim %v, reservedFor %v", h.Status.Claim, h.Status.ReservedFor)
+				}
+				if _, ok := h.Annotations[infrav1.HostClaimedByAnnotation]; ok || !strings.Contains(h.Annotations[infrav1.HostReservedForAnnotation], `"name":"workers"`) {
+					t.Errorf("records %v, want the reservation alone", h.Annotations)
 				}
 			}}},
 		{name: "cleaning a server with nothing Redfish can erase: kept out of the pool, saying so",
@@ -514,6 +576,9 @@ func TestHostStateMachine(t *testing.T) {
 					if h.Status.Claim != nil || h.Status.Erase != nil {
 						t.Errorf("claim %v, erase %v", h.Status.Claim, h.Status.Erase)
 					}
+					if len(h.Annotations) != 0 {
+						t.Errorf("records %v left on a released, cleaned host", h.Annotations)
+					}
 				}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -631,9 +696,9 @@ func newFakeClient(t *testing.T, h *infrav1.RedfishHost, mutateRM func(*infrav1.
 // machine's claim on it keeps its claim: the restore is written with the resourceVersion read.
 func TestClaimRestoreNeverOverwritesAClaimMadeMeanwhile(t *testing.T) {
 	h := &infrav1.RedfishHost{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", Finalizers: []string{Finalizer}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", Finalizers: []string{Finalizer}, Annotations: map[string]string{infrav1.HostClaimedByAnnotation: "m1"}},
 		Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
-		Status:     infrav1.RedfishHostStatus{State: infrav1.HostStateAvailable, RegisteredAddress: "redfish://10.0.0.1/redfish/v1/Systems/1"},
+		Status:     infrav1.RedfishHostStatus{State: infrav1.HostStateInspecting, RegisteredAddress: "redfish://10.0.0.1/redfish/v1/Systems/1"},
 	}
 	c := newFakeClient(t, h, func(rm *infrav1.RedfishMachine) {
 		rm.Spec.ProviderID = "redfish://ns/h1/m1"
@@ -1743,6 +1808,15 @@ func TestAStaleCredentialsFinalizerIsDropped(t *testing.T) {
 	}
 	if want := []string{"example.com/keep", CredentialsFinalizerPrefix + "uid-h1"}; !slices.Equal(s.Finalizers, want) {
 		t.Errorf("finalizers %v, want %v", s.Finalizers, want)
+	}
+}
+
+// recreatedClaimedBy is a host recreated without status (a move, a restore) whose record names
+// the RedfishMachine it was claimed by.
+func recreatedClaimedBy(rm string) func(*infrav1.RedfishHost) {
+	return func(h *infrav1.RedfishHost) {
+		h.Status.State = infrav1.HostStateInspecting
+		h.Annotations = map[string]string{infrav1.HostClaimedByAnnotation: rm}
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/claim"
 )
 
 // Setup registers every webhook of the provider. reader reads from the API server. watchNamespace
@@ -242,8 +243,44 @@ type Machine struct {
 // ValidateCreate checks the spec.
 // (Approvals are checked when they are added to an existing RedfishMachine: one recreated by a
 // move or a restore keeps the approvals it had, which approve nothing once their UIDs are gone.)
-func (v *Machine) ValidateCreate(_ context.Context, m *infrav1.RedfishMachine) (admission.Warnings, error) {
-	return nil, invalid("RedfishMachine", m.Name, validateSpec(&m.Spec, field.NewPath("spec")))
+// A providerID on a new RedfishMachine is only the restore path (`clusterctl move`, a backup):
+// it must name a host of the namespace whose claim record names this machine. Anything else
+// would let a machine take a host (reserved, or with another tenant's disks) without a claim.
+// A host that does not exist (yet: a restore may recreate machines first) is only warned about:
+// whenever it comes, it restores the claim only if its record names this machine.
+func (v *Machine) ValidateCreate(ctx context.Context, m *infrav1.RedfishMachine) (admission.Warnings, error) {
+	errs := validateSpec(&m.Spec, field.NewPath("spec"))
+	var warnings admission.Warnings
+	if m.Spec.ProviderID != "" {
+		var more field.ErrorList
+		warnings, more = v.restorable(ctx, m)
+		errs = append(errs, more...)
+	}
+	return warnings, invalid("RedfishMachine", m.Name, errs)
+}
+
+// restorable checks that a new machine's providerID names a host that records this machine's
+// claim.
+func (v *Machine) restorable(ctx context.Context, m *infrav1.RedfishMachine) (admission.Warnings, field.ErrorList) {
+	path := field.NewPath("spec", "providerID")
+	name := claim.HostOf(m.Spec.ProviderID, m.Namespace)
+	if name == "" {
+		return nil, field.ErrorList{field.Invalid(path, m.Spec.ProviderID, "is set by the controller once a host is claimed; leave it empty (it must name a RedfishHost of namespace "+m.Namespace+")")}
+	}
+	if v.Reader == nil {
+		return nil, nil
+	}
+	h := &infrav1.RedfishHost{}
+	err := v.Reader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: name}, h)
+	switch {
+	case apierrors.IsNotFound(err):
+		return admission.Warnings{fmt.Sprintf("spec.providerID names RedfishHost %s, which does not exist yet; the machine waits for it, and it restores the claim only if its record names this machine", name)}, nil
+	case err != nil:
+		return nil, field.ErrorList{field.InternalError(path, fmt.Errorf("reading RedfishHost %s: %w", name, err))}
+	case h.Annotations[infrav1.HostClaimedByAnnotation] != m.Name:
+		return nil, field.ErrorList{field.Forbidden(path, fmt.Sprintf("names RedfishHost %s, whose claim record (annotation %s) does not name this machine; a providerID is set by the controller, leave it empty", name, infrav1.HostClaimedByAnnotation))}
+	}
+	return nil, nil
 }
 
 // ValidateUpdate refuses changes to the spec other than setting the providerID and approving
@@ -283,6 +320,9 @@ func (*MachineTemplate) ValidateCreate(_ context.Context, t *infrav1.RedfishMach
 func validateTemplate(t *infrav1.RedfishMachineTemplate) field.ErrorList {
 	path := field.NewPath("spec", "template", "spec")
 	errs := validateSpec(&t.Spec.Template.Spec, path)
+	if t.Spec.Template.Spec.ProviderID != "" {
+		errs = append(errs, field.Forbidden(path.Child("providerID"), "is set by the controller on each machine once it claims a host; a template names no host"))
+	}
 	if len(t.Spec.Template.Spec.MaintenanceApprovals) > 0 {
 		errs = append(errs, field.Forbidden(path.Child("maintenanceApprovals"), "approvals are given on a RedfishMachine, for the maintenance announced in its status"))
 	}

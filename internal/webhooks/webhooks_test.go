@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/claim"
 )
 
 func host(address string, claim *infrav1.HostClaim) *infrav1.RedfishHost {
@@ -483,5 +484,53 @@ func TestAHostNamingAnUnlabelledSecretIsRefused(t *testing.T) {
 				t.Errorf("re-pointed at an unlabelled Secret: %v, want refused", err)
 			}
 		})
+	}
+}
+
+// A providerID on a new RedfishMachine restores a claim, so it is admitted only on the restore
+// path: it names a host of the namespace whose claim record names this machine. A template never
+// carries one.
+func TestAProviderIDOnANewMachineMustNameAHostThatRecordsIt(t *testing.T) {
+	recorded := func(by string) *infrav1.RedfishHost {
+		h := host("redfish://10.0.0.57/redfish/v1/Systems/1", nil)
+		h.Namespace = "ns"
+		if by != "" {
+			h.Annotations = map[string]string{infrav1.HostClaimedByAnnotation: by}
+		}
+		return h
+	}
+	machine := func(providerID string) *infrav1.RedfishMachine {
+		return &infrav1.RedfishMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m1"},
+			Spec: infrav1.RedfishMachineSpec{ProviderID: providerID, Image: &infrav1.Image{URL: "https://images.example/os.iso"}}}
+	}
+	id := claim.ProviderID("ns", "rack1-u07", "m1")
+	for _, tc := range []struct {
+		name  string
+		hosts []*infrav1.RedfishHost
+		m     *infrav1.RedfishMachine
+		want  string // "" admitted
+	}{
+		{name: "no providerID", m: machine("")},
+		{name: "the host records this machine (a move or restore)", hosts: []*infrav1.RedfishHost{recorded("m1")}, m: machine(id)},
+		{name: "the host records no claim (Available, or reserved)", hosts: []*infrav1.RedfishHost{recorded("")}, m: machine(id), want: "does not name this machine"},
+		{name: "the host records another machine", hosts: []*infrav1.RedfishHost{recorded("m2")}, m: machine(id), want: "does not name this machine"},
+		{name: "no such host yet (a restore recreating machines first): admitted, warned about", m: machine(id)},
+		{name: "not a providerID of this namespace", hosts: []*infrav1.RedfishHost{recorded("m1")}, m: machine(claim.ProviderID("other", "rack1-u07", "m1")), want: "leave it empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := &Machine{Reader: apiServerWith(t, tc.hosts...)}
+			_, err := v.ValidateCreate(t.Context(), tc.m)
+			if tc.want == "" && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "spec.providerID")) {
+				t.Fatalf("got %v, want refused on spec.providerID: %q", err, tc.want)
+			}
+		})
+	}
+	tmpl := &infrav1.RedfishMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "t"}}
+	tmpl.Spec.Template.Spec = machine(id).Spec
+	if _, err := (&MachineTemplate{}).ValidateCreate(t.Context(), tmpl); err == nil || !strings.Contains(err.Error(), "spec.template.spec.providerID") {
+		t.Errorf("a template with a providerID: %v, want refused", err)
 	}
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"net"
 	"os"
@@ -269,11 +270,28 @@ func (b *bed) setPaused(paused bool) {
 func recreate(o client.Object, fresh client.Object) {
 	GinkgoHelper()
 	Expect(env.Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
-	patch := client.MergeFrom(o.DeepCopyObject().(client.Object))
-	o.SetFinalizers(nil)
-	Expect(env.Patch(ctx, o, patch)).To(Succeed())
-	Expect(client.IgnoreNotFound(env.Delete(ctx, o))).To(Succeed())
-	Eventually(func() bool { return apierrors.IsNotFound(env.Get(ctx, client.ObjectKeyFromObject(o), o)) }).Should(BeTrue())
+	saved := o.DeepCopyObject().(client.Object)
+	// Deleted first, then its finalizers dropped, until it is gone: dropped before the deletion,
+	// its controller could add its finalizer back in between, and the object stayed deleting.
+	Eventually(func() error {
+		if err := client.IgnoreNotFound(env.Delete(ctx, o)); err != nil {
+			return err
+		}
+		if err := env.Get(ctx, client.ObjectKeyFromObject(o), o); apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if len(o.GetFinalizers()) > 0 {
+			patch := client.MergeFromWithOptions(o.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
+			o.SetFinalizers(nil)
+			if err := env.Patch(ctx, o, patch); err != nil {
+				return err
+			}
+		}
+		return fmt.Errorf("%s still there", o.GetName())
+	}).Should(Succeed())
+	o = saved
 	fresh.SetNamespace(o.GetNamespace())
 	fresh.SetName(o.GetName())
 	fresh.SetLabels(o.GetLabels())
