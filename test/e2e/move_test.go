@@ -295,7 +295,9 @@ func recreate(o client.Object, fresh client.Object) {
 	fresh.SetNamespace(o.GetNamespace())
 	fresh.SetName(o.GetName())
 	fresh.SetLabels(o.GetLabels())
-	fresh.SetAnnotations(o.GetAnnotations())
+	if fresh.GetAnnotations() == nil { // an empty map: recreated without them (a host re-registered by hand)
+		fresh.SetAnnotations(o.GetAnnotations())
+	}
 	fresh.SetOwnerReferences(o.GetOwnerReferences())
 	Expect(env.Create(ctx, fresh)).To(Succeed())
 }
