@@ -82,7 +82,7 @@ type Client interface {
 	// when a drive offers no erase: ErrDrivesNotErasable names such drives, ErrNothingToErase
 	// says none offers one. exempt names drives (Id or serial number) that may stay unerased
 	// when they offer no erase; a drive that offers one is erased all the same.
-	EraseDrives(ctx context.Context, exempt []string) ([]EraseJob, error)
+	EraseDrives(ctx context.Context, exempt, expected []string) ([]EraseJob, error)
 	// Stats reports the HTTP requests sent and sessions created by this client.
 	Stats() Stats
 }

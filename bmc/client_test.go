@@ -156,7 +156,7 @@ func TestEraseDrivesStartsAnEraseOfEveryDriveAndTheTasksTellWhenItIsDone(t *test
 	s := newSim(t, simulator.Config{EraseDuration: 300 * time.Millisecond})
 	c := connectTo(t, s, Options{})
 	ctx := context.Background()
-	jobs, err := c.EraseDrives(ctx, nil)
+	jobs, err := c.EraseDrives(ctx, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestEraseDrivesStartsAnEraseOfEveryDriveAndTheTasksTellWhenItIsDone(t *test
 func TestEraseDrivesOnASystemWithNothingErasableSaysSo(t *testing.T) {
 	s := newSim(t, simulator.Config{NoSecureErase: true})
 	c := connectTo(t, s, Options{})
-	_, err := c.EraseDrives(context.Background(), nil)
+	_, err := c.EraseDrives(context.Background(), nil, nil)
 	if !errors.Is(err, ErrNothingToErase) || !strings.Contains(err.Error(), "2 Storage drives without Drive.SecureErase") {
 		t.Fatalf("want ErrNothingToErase naming the 2 drives, got %v", err)
 	}
@@ -410,7 +410,7 @@ func TestTaskStatusFollowsRedfishMonitorsToTheirEnd(t *testing.T) {
 	if st, err := c.TaskStatus(ctx, "/redfish/v1/TaskService/TaskMonitors/nope"); err != nil || !st.Done || !st.Failed {
 		t.Errorf("a forgotten (404) task: %+v %v, want done and failed (its outcome is unknown)", st, err)
 	}
-	jobs, err := c.EraseDrives(ctx, nil)
+	jobs, err := c.EraseDrives(ctx, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,9 @@ var (
 	// not: nothing was erased, since a host released with one drive unerased would hand the
 	// previous tenant's data to the next.
 	ErrDrivesNotErasable = errors.New("some drives offer no Drive.SecureErase")
+	// ErrDrivesMissing means drives the host's inventory recorded are not listed by the BMC now:
+	// nothing was erased, since those drives would keep their data.
+	ErrDrivesMissing = errors.New("drives recorded at inspection are not listed by the BMC")
 	// ErrNoSeedSlot means the BMC offers no virtual media device for a seed volume: a single one
 	// when the OS image needs it too, or none at all.
 	ErrNoSeedSlot = errors.New("the BMC offers no second virtual media device (USB stick, floppy or second CD) for the seed volume")

@@ -76,10 +76,12 @@ func resetActionOf(sys *schemas.ComputerSystem) resetAction {
 	return resetAction{target: actionTarget(sys.RawData, "#ComputerSystem.Reset", sys.ODataID), allowed: res.Actions.Reset.Allowed}
 }
 
-// postReset sends t, unless the action's allowable values leave it out: then nothing is sent and
-// the error wraps ErrNotSupported (a BMC refuses such a request, and some carry out another).
+// postReset sends t, unless t is GracefulShutdown and the action's allowable values leave it out:
+// then nothing is sent and the error wraps ErrNotSupported (the caller forces off instead).
 func (c *client) postReset(ctx context.Context, a resetAction, t ResetType) error {
-	if len(a.allowed) > 0 && !slices.Contains(a.allowed, t) {
+	// Only GracefulShutdown is held to the list: BMCs list incomplete values (ForceOn without
+	// On), and a power-on or power-off that is tried still has a chance.
+	if t == ResetGracefulShutdown && len(a.allowed) > 0 && !slices.Contains(a.allowed, t) {
 		return fmt.Errorf("%s reset of %s: %w: the BMC allows %v", t, c.systemPath, ErrNotSupported, a.allowed)
 	}
 	if err := c.send(ctx, http.MethodPost, a.target, map[string]any{"ResetType": t}); err != nil {

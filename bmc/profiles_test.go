@@ -65,7 +65,7 @@ func TestEveryMethodOnEveryProfile(t *testing.T) {
 					_, err := c.UpdateFirmware(ctx, images.URL+"/bios.bin", FirmwareBIOS, nil)
 					return err
 				}},
-				{"EraseDrives", func() error { _, err := c.EraseDrives(ctx, nil); return err }},
+				{"EraseDrives", func() error { _, err := c.EraseDrives(ctx, nil, nil); return err }},
 				{"ErasesInProgress", func() error { _, err := c.ErasesInProgress(ctx, nil); return err }},
 				{"TaskStatus(\"\")", func() error {
 					if _, err := c.TaskStatus(ctx, ""); err == nil {
@@ -383,7 +383,7 @@ func TestBootOverrideDuringPOSTIsBusy(t *testing.T) {
 func TestSimpleStorageOnlyHasNothingToErase(t *testing.T) {
 	s := newSim(t, simulator.Config{Profile: simulator.Profiles["simple-storage"]})
 	c := connectTo(t, s, Options{})
-	if _, err := c.EraseDrives(context.Background(), nil); !errors.Is(err, ErrNothingToErase) {
+	if _, err := c.EraseDrives(context.Background(), nil, nil); !errors.Is(err, ErrNothingToErase) {
 		t.Errorf("EraseDrives = %v, want ErrNothingToErase", err)
 	}
 }
@@ -647,7 +647,7 @@ func TestAnEraseUnderWayIsNotTakenForAnUpdate(t *testing.T) {
 	ctx := context.Background()
 	s := newSim(t, simulator.Config{EraseDuration: 5 * time.Second, TaskDuration: 100 * time.Millisecond})
 	c := connectTo(t, s, Options{})
-	jobs, err := c.EraseDrives(ctx, nil)
+	jobs, err := c.EraseDrives(ctx, nil, nil)
 	if err != nil || len(jobs) == 0 {
 		t.Fatalf("erase: %v, %v", jobs, err)
 	}

@@ -70,6 +70,23 @@ func Refused(err error) bool {
 	return errors.As(err, &re) && re.HTTPReturnedStatusCode >= 400 && re.HTTPReturnedStatusCode < 500
 }
 
+// IsUnsupported says whether the BMC refused a request as one it does not support at all (HTTP
+// 405 or 501, or a 400 whose message says the action or its parameter is not supported), as
+// opposed to a 400 that depends on the server's current state.
+func IsUnsupported(err error) bool {
+	var re *schemas.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	switch re.HTTPReturnedStatusCode {
+	case http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		return true
+	case http.StatusBadRequest:
+		return strings.Contains(err.Error(), "NotSupported") || strings.Contains(re.Message, "NotSupported")
+	}
+	return false
+}
+
 // IsBadRequest says whether the BMC refused a request as invalid or unsupported (HTTP 400, 405 or
 // 501): sending it again changes nothing.
 func IsBadRequest(err error) bool {

@@ -24,16 +24,20 @@ func (c *client) ErasesInProgress(ctx context.Context, drives []string) (int, er
 	if err != nil {
 		return 0, fmt.Errorf("listing storage: %w", classify(err))
 	}
+	// A drive that is not listed, or whose resource does not parse, is counted as still
+	// erasing: only a drive seen without an erase operation is done.
 	n := 0
+	seen := map[string]bool{}
 	for _, st := range storages {
 		all, err := st.Drives()
 		if err != nil {
 			return 0, fmt.Errorf("listing drives of %s: %w", st.ODataID, classify(err))
 		}
 		for _, d := range all {
-			if !slices.Contains(drives, d.ODataID) {
+			if !slices.Contains(drives, d.ODataID) || seen[d.ODataID] {
 				continue
 			}
+			seen[d.ODataID] = true
 			var res struct {
 				Operations []struct {
 					OperationName      string
@@ -41,6 +45,7 @@ func (c *client) ErasesInProgress(ctx context.Context, drives []string) (int, er
 				}
 			}
 			if json.Unmarshal(d.RawData, &res) != nil {
+				n++
 				continue
 			}
 			for _, op := range res.Operations {
@@ -50,6 +55,11 @@ func (c *client) ErasesInProgress(ctx context.Context, drives []string) (int, er
 					break
 				}
 			}
+		}
+	}
+	for _, d := range drives {
+		if !seen[d] {
+			n++
 		}
 	}
 	return n, nil
@@ -64,7 +74,7 @@ type EraseJob struct {
 	TaskURI string
 }
 
-func (c *client) EraseDrives(ctx context.Context, exempt []string) ([]EraseJob, error) {
+func (c *client) EraseDrives(ctx context.Context, exempt, expected []string) ([]EraseJob, error) {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
 	sys, err := c.system(ctx)
@@ -80,12 +90,16 @@ func (c *client) EraseDrives(ctx context.Context, exempt []string) ([]EraseJob, 
 	var erasable []*schemas.Drive
 	var unerasable []string
 	exempted := false
+	present := map[string]bool{} // serial numbers listed
 	for _, st := range storages {
 		drives, err := st.Drives()
 		if err != nil {
 			return nil, fmt.Errorf("listing drives of %s: %w", st.ODataID, classify(err))
 		}
 		for _, d := range drives {
+			if d.Status.State != schemas.AbsentState && d.SerialNumber != "" {
+				present[d.SerialNumber] = true
+			}
 			switch {
 			case d.Status.State == schemas.AbsentState:
 				// An empty bay.
@@ -97,6 +111,18 @@ func (c *client) EraseDrives(ctx context.Context, exempt []string) ([]EraseJob, 
 				unerasable = append(unerasable, driveName(d.ID, d.SerialNumber))
 			}
 		}
+	}
+	// A drive the inventory recorded that the listing does not show now (a controller that did
+	// not answer, a BMC listing partly) would stay unerased: nothing is erased until it is seen,
+	// or the operator accepts it (removed from the server).
+	var missing []string
+	for _, serial := range expected {
+		if serial != "" && !present[serial] && !slices.Contains(exempt, serial) {
+			missing = append(missing, serial)
+		}
+	}
+	if len(missing) > 0 && len(erasable)+len(unerasable) > 0 {
+		return nil, fmt.Errorf("%w: serials %s (none was erased)", ErrDrivesMissing, strings.Join(missing, ", "))
 	}
 	if len(erasable) == 0 && len(unerasable) == 0 {
 		// Older BMCs list drives only as SimpleStorage devices, which have no erase.

@@ -22,6 +22,9 @@ const (
 	// comes back with this record is restored only to that machine, or cleaned before it is
 	// offered again; never Available with the previous tenant's disks.
 	HostClaimedByAnnotation = "redfishhost.infrastructure.cluster.x-k8s.io/claimed-by"
+	// HostClaimedClusterAnnotation records the Cluster of that claim: while that Cluster is
+	// paused (clusterctl move pauses it), a restored host waits for its machine without limit.
+	HostClaimedClusterAnnotation = "redfishhost.infrastructure.cluster.x-k8s.io/claimed-cluster"
 	// HostReservedForAnnotation records, as JSON, the owner a released host is reserved for
 	// (nodeReuse): a restored host keeps its reservation, and is cleaned if its owner is gone.
 	HostReservedForAnnotation = "redfishhost.infrastructure.cluster.x-k8s.io/reserved-for"

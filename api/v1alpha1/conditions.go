@@ -72,6 +72,10 @@ const (
 	// was erased and the host stays out of the pool until they are erased out of band and
 	// listed in spec.unerasedDrivesAccepted, or the host is registered again.
 	DrivesNotErasableReason = "DrivesNotErasable"
+	// DrivesMissingReason: drives inspection recorded (by serial) are not listed by the BMC now;
+	// none was erased and the host stays out of the pool until they are listed again, or the
+	// operator lists their serials in spec.unerasedDrivesAccepted (taken out of the server).
+	DrivesMissingReason = "DrivesMissing"
 
 	// NoSeedMediaSlotReason: VirtualMedia provisioning needs a second virtual media device for
 	// the seed volume and the BMC has one only.

@@ -17,7 +17,7 @@ type BMC interface {
 	SetBootOverride(ctx context.Context, o bmc.BootOverride) error
 	InsertMedia(ctx context.Context, image, seed string) error
 	EjectMedia(ctx context.Context, match string) error
-	EraseDrives(ctx context.Context, exempt []string) ([]bmc.EraseJob, error)
+	EraseDrives(ctx context.Context, exempt, expected []string) ([]bmc.EraseJob, error)
 	ErasesInProgress(ctx context.Context, drives []string) (int, error)
 	TaskStatus(ctx context.Context, uri string) (*bmc.Task, error)
 	BootProgress(ctx context.Context) (string, time.Time, error)

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -276,6 +277,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if notPaused != nil {
 		conditions.Set(host, *notPaused) // a new host: with the round's write
 	}
+	record(host) // with the round's write, whatever the round then waits for
 	write := func() error {
 		r.updateReady(host)
 		return helper.Patch(ctx, host)
@@ -615,8 +617,11 @@ func (r *Reconciler) target(ctx context.Context, h *infrav1.RedfishHost) (bmc.Ta
 		return bmc.Target{}, infrav1.CredentialsMissingReason, err
 	}
 	// Checked here too, not only at admission: a Secret created after its host, or its label
-	// removed later, is never sent to a BMC.
-	if sec.labels[infrav1.BMCCredentialsLabel] != "true" {
+	// removed later, is never sent to a BMC. A Secret that already carries this host's
+	// credentials finalizer (put there before the label was required, for a host that used it)
+	// is trusted, so that an upgrade does not cut a running fleet off its BMCs; the finalizer is
+	// only ever added to labelled Secrets now.
+	if sec.labels[infrav1.BMCCredentialsLabel] != "true" && !slices.Contains(sec.finalizers, credentialsFinalizer(h)) {
 		return bmc.Target{}, infrav1.CredentialsNotLabelledReason, fmt.Errorf("credentials Secret %s lacks the label %s: \"true\"; only Secrets so labelled are sent to BMCs", h.Spec.BMC.CredentialsName, infrav1.BMCCredentialsLabel)
 	}
 	user, pass := sec.data["username"], sec.data["password"]

@@ -53,6 +53,11 @@ func (r *Reconciler) protectCredentials(ctx context.Context, h *infrav1.RedfishH
 	if err != nil || slices.Contains(meta.Finalizers, fin) || !meta.DeletionTimestamp.IsZero() {
 		return err // (a Secret being deleted takes no new finalizer)
 	}
+	// Only a Secret labelled as BMC credentials takes the finalizer: it marks a Secret this host
+	// may send to its BMC (see target), and must not pin, or vouch for, any other Secret.
+	if sec, err := r.secrets().getSecret(ctx, client.ObjectKey{Namespace: h.Namespace, Name: name}); err != nil || sec.labels[infrav1.BMCCredentialsLabel] != "true" {
+		return client.IgnoreNotFound(err)
+	}
 	base := meta.DeepCopy()
 	controllerutil.AddFinalizer(meta, fin)
 	// A finalizer of a host that no longer exists (copied by clusterctl move with the Secret, or

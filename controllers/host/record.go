@@ -50,11 +50,23 @@ func record(h *infrav1.RedfishHost) {
 		// record stays until the erase ended, should the status be lost again meanwhile.
 		consumer = recordedConsumer(h)
 	}
+	cluster := ""
+	if c := h.Status.Claim; c != nil {
+		cluster = c.ClusterName
+	} else if consumer != "" {
+		cluster = h.Annotations[infrav1.HostClaimedClusterAnnotation]
+	}
 	set(infrav1.HostClaimedByAnnotation, consumer)
+	set(infrav1.HostClaimedClusterAnnotation, cluster)
 	reserved := ""
-	if rf := h.Status.ReservedFor; rf != nil {
+	switch rf := h.Status.ReservedFor; {
+	case rf != nil:
 		b, _ := json.Marshal(rf)
 		reserved = string(b)
+	case stateOf(h) == infrav1.HostStateDeprovisioning || stateOf(h) == infrav1.HostStateCleaning:
+		// A reservation dropped for an owner that is gone leaves the host uncleaned until its
+		// erase ended: the record stays until then.
+		reserved = h.Annotations[infrav1.HostReservedForAnnotation]
 	}
 	set(infrav1.HostReservedForAnnotation, reserved)
 }

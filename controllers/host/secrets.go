@@ -25,9 +25,10 @@ type secretReader struct {
 }
 
 type readSecret struct {
-	version string
-	data    map[string][]byte
-	labels  map[string]string
+	version    string
+	data       map[string][]byte
+	labels     map[string]string
+	finalizers []string
 }
 
 // get returns the data of the Secret key names, as of its current version.
@@ -65,7 +66,7 @@ func (s *secretReader) getSecret(ctx context.Context, key types.NamespacedName) 
 	if s.read == nil {
 		s.read = map[types.NamespacedName]readSecret{}
 	}
-	r := readSecret{version: sec.ResourceVersion, data: sec.Data, labels: sec.Labels}
+	r := readSecret{version: sec.ResourceVersion, data: sec.Data, labels: sec.Labels, finalizers: sec.Finalizers}
 	s.read[key] = r
 	return r, nil
 }

@@ -107,6 +107,11 @@ func (r *Reconciler) inspect(ctx context.Context, s *scope) (ctrl.Result, error)
 		// Recreated without status while claimed (a move, a restore, its machine being deleted
 		// meanwhile): its disks hold that machine's data. It waits for the machine, then is
 		// powered off and cleaned: never offered as it is.
+		if r.clusterPaused(ctx, h.Namespace, h.Annotations[infrav1.HostClaimedClusterAnnotation]) {
+			// clusterctl move pauses the Cluster until everything is moved: no deadline then.
+			h.Status.RestoreWaitSince = nil
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
 		if wait := r.holdForRecordedMachine(h, name); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
@@ -368,15 +373,16 @@ func (r *Reconciler) keepPower(ctx context.Context, s *scope, want *bool) error 
 		err := r.reset(ctx, s, t)
 		switch {
 		case t != bmc.ResetGracefulShutdown || err == nil:
-		case errors.Is(err, bmc.ErrNotSupported) || bmc.IsBadRequest(err):
+		case errors.Is(err, bmc.ErrNotSupported) || bmc.IsUnsupported(err):
 			// The BMC has no GracefulShutdown (not in its allowable values, or refused as
 			// unsupported): pressing it again changes nothing, so the server is forced off now.
 			h.Status.SoftPowerOffSentAt = nil
 			r.event(h, "PowerOffForced", "Power", "the BMC offers no GracefulShutdown (%s): forcing off", err)
 			err = r.reset(ctx, s, bmc.ResetForceOff)
-		case bmc.Refused(err):
-			h.Status.SoftPowerOffSentAt = nil // refused (409 while busy), not carried out: pressed again next round
+		case errors.Is(err, bmc.ErrConflict):
+			h.Status.SoftPowerOffSentAt = nil // busy (409), not carried out: pressed again next round
 		}
+		// Any other refusal keeps the record: not pressed again, forced off at the timeout.
 		return ignoreConflict(err)
 	}
 	return nil
@@ -597,8 +603,18 @@ func (r *Reconciler) clean(ctx context.Context, s *scope) (ctrl.Result, error) {
 		conditions.Set(h, metav1.Condition{Type: infrav1.CleanedCondition, Status: status, Reason: reason, Message: fmt.Sprintf(format, args...)})
 	}
 	if h.Status.Erase == nil {
-		jobs, err := s.bmc.EraseDrives(ctx, h.Spec.UnerasedDrivesAccepted)
+		var expected []string // the serials inspection recorded: each must be listed now
+		if inv := h.Status.Inventory; inv != nil {
+			for _, d := range inv.Drives {
+				expected = append(expected, d.SerialNumber)
+			}
+		}
+		jobs, err := s.bmc.EraseDrives(ctx, h.Spec.UnerasedDrivesAccepted, expected)
 		switch {
+		case errors.Is(err, bmc.ErrDrivesMissing):
+			cleaned(metav1.ConditionFalse, infrav1.DrivesMissingReason,
+				"Not released: %s. The BMC may be listing its drives partly (retried); a drive taken out of the server is listed by serial in spec.unerasedDrivesAccepted", err)
+			return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
 		case errors.Is(err, bmc.ErrDrivesNotErasable):
 			cleaned(metav1.ConditionFalse, infrav1.DrivesNotErasableReason,
 				"Not released: %s. Erase those drives out of band and list them in spec.unerasedDrivesAccepted, or cordon the host", err)

@@ -100,8 +100,12 @@ func (f *fakeBMC) InsertMedia(_ context.Context, image, seed string) error {
 func (f *fakeBMC) EjectMedia(_ context.Context, match string) error {
 	return f.call("EjectMedia", match)
 }
-func (f *fakeBMC) EraseDrives(_ context.Context, exempt []string) ([]bmc.EraseJob, error) {
-	return f.eraseJobs, f.call("EraseDrives", strings.Join(exempt, ","))
+func (f *fakeBMC) EraseDrives(_ context.Context, exempt, expected []string) ([]bmc.EraseJob, error) {
+	arg := strings.Join(exempt, ",")
+	if len(expected) > 0 {
+		arg += "|expected " + strings.Join(expected, ",")
+	}
+	return f.eraseJobs, f.call("EraseDrives", arg)
 }
 func (f *fakeBMC) ErasesInProgress(context.Context, []string) (int, error) {
 	return f.inProgress, f.call("ErasesInProgress", "")
@@ -463,6 +467,17 @@ func TestHostStateMachine(t *testing.T) {
 						t.Errorf("claim %+v, erase %+v: want the claim kept and no erase recorded", h.Status.Claim, h.Status.Erase)
 					}
 				}}},
+		{name: "cleaning with a drive inspection recorded that the BMC does not list: nothing released, the condition says so",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateCleaning, func(c *infrav1.HostClaim) { c.Release = true }), func(h *infrav1.RedfishHost) {
+				h.Status.Inventory = &infrav1.Inventory{Drives: []infrav1.Drive{{Name: "Disk0", SerialNumber: "S-0"}, {Name: "Disk1", SerialNumber: "S-1"}}}
+			}},
+			bmc: fakeBMC{power: bmc.PowerOff, errs: map[string]error{"EraseDrives": fmt.Errorf("%w: serials S-1 (none was erased)", bmc.ErrDrivesMissing)}},
+			want: want{state: infrav1.HostStateCleaning, calls: []string{"EraseDrives(|expected S-0,S-1)"}, condition: "Cleaned=False/DrivesMissing", requeue: retry,
+				check: func(t *testing.T, h *infrav1.RedfishHost) {
+					if h.Status.Claim == nil || h.Status.Erase != nil {
+						t.Errorf("claim %+v, erase %+v: want the claim kept and no erase recorded", h.Status.Claim, h.Status.Erase)
+					}
+				}}},
 		{name: "cleaning passes the drives the operator accepts unerased to the BMC",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateCleaning, func(c *infrav1.HostClaim) { c.Release = true }), func(h *infrav1.RedfishHost) {
 				h.Spec.UnerasedDrivesAccepted = []string{"S-1", "Disk9"}
@@ -497,7 +512,7 @@ func TestHostStateMachine(t *testing.T) {
 						t.Error("the failed erase is kept: it would never be started again")
 					}
 				}}},
-		{name: "available, reserved for an owner that is gone, released uncleaned: erased before anyone else gets it",
+		{name: "available, reserved for an owner that is gone, released uncleaned: erased before anyone else gets it, the record kept until then",
 			host: []func(*infrav1.RedfishHost){func(h *infrav1.RedfishHost) {
 				h.Status.State = infrav1.HostStateAvailable
 				h.Status.ReservedFor = &infrav1.ObjectRef{APIGroup: clusterv1.GroupVersion.Group, Kind: "MachineDeployment", Namespace: "ns", Name: "gone"}
@@ -506,6 +521,9 @@ func TestHostStateMachine(t *testing.T) {
 			want: want{state: infrav1.HostStateCleaning, check: func(t *testing.T, h *infrav1.RedfishHost) {
 				if h.Status.ReservedFor != nil {
 					t.Error("reservation kept")
+				}
+				if !strings.Contains(h.Annotations[infrav1.HostReservedForAnnotation], `"name":"gone"`) {
+					t.Errorf("reservation record %q dropped before the erase ended: a status lost meanwhile would offer the host uncleaned", h.Annotations[infrav1.HostReservedForAnnotation])
 				}
 			}}},
 		{name: "available, reserved for an owner that is gone, released cleaned: back in the pool",
@@ -1615,6 +1633,22 @@ func TestARefusedSoftPowerOffIsPressedAgainOrForced(t *testing.T) {
 			}
 		})
 	}
+	t.Run("refused otherwise (403): not pressed again, forced off at the timeout", func(t *testing.T) {
+		f, r, _, key, now, _ := setup(t)
+		f.errs["Reset(GracefulShutdown)"] = &schemas.Error{HTTPReturnedStatusCode: 403, Message: "Insufficient privilege"}
+		r.SoftPowerOffTimeout = time.Minute
+		for range 10 {
+			_, _ = r.Reconcile(t.Context(), key) // the refusal is the round's error
+			*now = now.Add(5 * time.Second)
+		}
+		*now = now.Add(time.Minute)
+		if _, err := r.Reconcile(t.Context(), key); err != nil {
+			t.Fatal(err)
+		}
+		if n, m := count(f, "Reset(GracefulShutdown)"), count(f, "Reset(ForceOff)"); n != 1 || m != 1 {
+			t.Errorf("GracefulShutdown sent %d times and ForceOff %d, want each once (calls %v)", n, m, f.calls)
+		}
+	})
 	t.Run("the record cannot be written", func(t *testing.T) {
 		h := claimedHost(infrav1.HostStateProvisioned)
 		h.Status.Claim.Provisioned = true
@@ -1876,5 +1910,36 @@ func TestAnUnlabelledCredentialsSecretIsNeverSentToTheBMC(t *testing.T) {
 	_, _ = r.Reconcile(t.Context(), key)
 	if connections == 0 {
 		t.Errorf("no connection once the Secret is labelled")
+	}
+}
+
+// An upgrade does not cut a running fleet off its BMCs: an unlabelled Secret that already carries
+// this host's credentials finalizer (put there before the label was required) is still used, and
+// no unlabelled Secret takes that finalizer now.
+func TestAnUnlabelledSecretThisHostAlreadyUsedIsTrusted(t *testing.T) {
+	h := &infrav1.RedfishHost{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", UID: "uid-h1"},
+		Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
+	}
+	c := newFakeClient(t, h, nil)
+	sec := &corev1.Secret{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: "creds"}, sec); err != nil {
+		t.Fatal(err)
+	}
+	sec.Labels = nil
+	sec.Finalizers = []string{credentialsFinalizer(h)}
+	if err := c.Update(t.Context(), sec); err != nil {
+		t.Fatal(err)
+	}
+	connections := 0
+	r := reconcilerFor(c, &fakeBMC{power: bmc.PowerOff})
+	r.BMCs = fakeBMCs{bmc: &fakeBMC{power: bmc.PowerOff}, connecting: func() { connections++ }}
+	_, _ = r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)})
+	if connections == 0 {
+		t.Errorf("a Secret this host used before the label was required is no longer used")
+	}
+	other := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h2", UID: "uid-h2"}}
+	if _, _, err := r.target(t.Context(), &infrav1.RedfishHost{ObjectMeta: other.ObjectMeta, Spec: h.Spec}); err == nil {
+		t.Errorf("another host naming the same unlabelled Secret is trusted too")
 	}
 }

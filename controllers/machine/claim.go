@@ -143,7 +143,7 @@ func (r *Reconciler) reclaim(s *scope, hosts []infrav1.RedfishHost, name string)
 	case h.Status.Claim != nil:
 		msg = fmt.Sprintf("Host %s (from spec.providerID) is claimed by %s %s", name, h.Status.Claim.Consumer.Kind, h.Status.Claim.Consumer.Name)
 	default:
-		msg = fmt.Sprintf("Host %s (from spec.providerID) is %s; it restores the claim", name, stateName(h))
+		msg = fmt.Sprintf("Host %s (from spec.providerID) is %s; it restores the claim only if its record (annotation %s) names this machine", name, stateName(h), infrav1.HostClaimedByAnnotation)
 	}
 	conditions.Set(s.rm, metav1.Condition{Type: infrav1.HostClaimedCondition, Status: metav1.ConditionFalse, Reason: infrav1.WaitingForHostRestoreReason, Message: msg})
 	setNotReady(s.rm, infrav1.WaitingForHostRestoreReason, msg)

@@ -277,6 +277,11 @@ func (v *Machine) restorable(ctx context.Context, m *infrav1.RedfishMachine) (ad
 		return admission.Warnings{fmt.Sprintf("spec.providerID names RedfishHost %s, which does not exist yet; the machine waits for it, and it restores the claim only if its record names this machine", name)}, nil
 	case err != nil:
 		return nil, field.ErrorList{field.InternalError(path, fmt.Errorf("reading RedfishHost %s: %w", name, err))}
+	case len(h.Annotations[infrav1.HostClaimedByAnnotation]) == 0 && len(h.Annotations[infrav1.HostReservedForAnnotation]) == 0 &&
+		(h.Status.State == "" || h.Status.State == infrav1.HostStateRegistering || h.Status.State == infrav1.HostStateInspecting):
+		// Recreated moments ago without a record: moved from a release before hosts recorded
+		// their claims. The machine is admitted and waits; the host restores nothing.
+		return admission.Warnings{fmt.Sprintf("spec.providerID names RedfishHost %s, which carries no claim record (moved or restored from an older release?); it will not restore this machine's claim", name)}, nil
 	case h.Annotations[infrav1.HostClaimedByAnnotation] != m.Name:
 		return nil, field.ErrorList{field.Forbidden(path, fmt.Sprintf("names RedfishHost %s, whose claim record (annotation %s) does not name this machine; a providerID is set by the controller, leave it empty", name, infrav1.HostClaimedByAnnotation))}
 	}

@@ -513,6 +513,11 @@ func TestAProviderIDOnANewMachineMustNameAHostThatRecordsIt(t *testing.T) {
 		{name: "no providerID", m: machine("")},
 		{name: "the host records this machine (a move or restore)", hosts: []*infrav1.RedfishHost{recorded("m1")}, m: machine(id)},
 		{name: "the host records no claim (Available, or reserved)", hosts: []*infrav1.RedfishHost{recorded("")}, m: machine(id), want: "does not name this machine"},
+		{name: "the host recreated moments ago without any record (moved from an older release): admitted, warned about", hosts: []*infrav1.RedfishHost{func() *infrav1.RedfishHost {
+			h := recorded("")
+			h.Status.State = ""
+			return h
+		}()}, m: machine(id)},
 		{name: "the host records another machine", hosts: []*infrav1.RedfishHost{recorded("m2")}, m: machine(id), want: "does not name this machine"},
 		{name: "no such host yet (a restore recreating machines first): admitted, warned about", m: machine(id)},
 		{name: "not a providerID of this namespace", hosts: []*infrav1.RedfishHost{recorded("m1")}, m: machine(claim.ProviderID("other", "rack1-u07", "m1")), want: "leave it empty"},
