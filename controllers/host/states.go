@@ -107,14 +107,15 @@ func (r *Reconciler) inspect(ctx context.Context, s *scope) (ctrl.Result, error)
 		// Recreated without status while claimed (a move, a restore, its machine being deleted
 		// meanwhile): its disks hold that machine's data. It waits for the machine, then is
 		// powered off and cleaned: never offered as it is.
-		if r.clusterPaused(ctx, h.Namespace, h.Annotations[infrav1.HostClaimedClusterAnnotation]) {
+		wait := r.holdForRecordedMachine(h, name)
+		if wait == 0 && r.clusterPaused(ctx, h.Namespace, h.Annotations[infrav1.HostClaimedClusterAnnotation]) {
 			// clusterctl move pauses the Cluster until everything is moved: no deadline then.
-			h.Status.RestoreWaitSince = nil
-			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+			wait = r.PollInterval
 		}
-		if wait := r.holdForRecordedMachine(h, name); wait > 0 {
+		if wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
+		h.Status.RestoreWaitSince = nil
 		h.Status.State = infrav1.HostStateDeprovisioning
 		r.event(h, "CleaningUnclaimed", "Inspect", "its record names RedfishMachine %s, which did not come back within %s: powering off and erasing before the host is offered", name, r.RestoreGracePeriod)
 		return ctrl.Result{}, nil // the status change wakes the next state
@@ -151,7 +152,6 @@ func (r *Reconciler) holdForRecordedMachine(h *infrav1.RedfishHost, name string)
 	if left := r.RestoreGracePeriod - r.now().Sub(h.Status.RestoreWaitSince.Time); left > 0 {
 		return min(left, r.PollInterval)
 	}
-	h.Status.RestoreWaitSince = nil
 	return 0
 }
 

@@ -183,6 +183,7 @@ var _ = Describe("Restore of reserved and claimed hosts", Label("restore-reserve
 		Expect(cpServer.PowerState()).To(Equal(simulator.PowerOn))
 		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: cp}, h)).To(Succeed())
 		Expect(h.Annotations).To(HaveKey(infrav1.HostClaimedByAnnotation))
+		b.setPaused(false) // the machine is gone for good, not being moved: the grace period runs
 		recreate(h, &infrav1.RedfishHost{Spec: h.Spec})
 		Eventually(func(g Gomega) {
 			g.Expect(env.Get(ctx, client.ObjectKeyFromObject(waiting), waiting)).To(Succeed())
