@@ -329,7 +329,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		helper = onepatch.New(host, r.Client).Owning(r.APIReader, ownedConditions...)
 		return nil
 	}}
-	record(host)
 	res, err := r.handlers()[stateOf(host)](ctx, s)
 	record(host)
 	res = r.followTransition(req.NamespacedName, s, res)

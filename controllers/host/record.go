@@ -24,8 +24,8 @@ func recordable(h *infrav1.RedfishHost) bool {
 }
 
 // record writes the host's claim and reservation into its annotations, when its status is
-// authoritative. It is called before a round's handler acts (a claim's first BMC action is
-// preceded by a write that carries the record) and after it (the round's write carries what the
+// authoritative. It is called when a round starts (a claim's first BMC action is preceded by a
+// write that carries the record) and after its handler (the round's write carries what the
 // handler changed).
 func record(h *infrav1.RedfishHost) {
 	if !recordable(h) {
@@ -41,13 +41,15 @@ func record(h *infrav1.RedfishHost) {
 		}
 		h.Annotations[key] = value
 	}
+	// A host cleaned without a claim (restored from a record whose machine is gone, or reserved
+	// for an owner that is gone) keeps its record until the erase ended, should its status be
+	// lost again meanwhile.
+	cleaning := stateOf(h) == infrav1.HostStateDeprovisioning || stateOf(h) == infrav1.HostStateCleaning
 	consumer := ""
 	switch c := h.Status.Claim; {
 	case c != nil:
 		consumer = c.Consumer.Name
-	case stateOf(h) == infrav1.HostStateDeprovisioning || stateOf(h) == infrav1.HostStateCleaning:
-		// A host restored from a record whose machine is gone is cleaned without a claim: the
-		// record stays until the erase ended, should the status be lost again meanwhile.
+	case cleaning:
 		consumer = recordedConsumer(h)
 	}
 	cluster := ""
@@ -63,9 +65,7 @@ func record(h *infrav1.RedfishHost) {
 	case rf != nil:
 		b, _ := json.Marshal(rf)
 		reserved = string(b)
-	case stateOf(h) == infrav1.HostStateDeprovisioning || stateOf(h) == infrav1.HostStateCleaning:
-		// A reservation dropped for an owner that is gone leaves the host uncleaned until its
-		// erase ended: the record stays until then.
+	case cleaning:
 		reserved = h.Annotations[infrav1.HostReservedForAnnotation]
 	}
 	set(infrav1.HostReservedForAnnotation, reserved)

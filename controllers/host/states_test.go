@@ -1943,3 +1943,48 @@ func TestAnUnlabelledSecretThisHostAlreadyUsedIsTrusted(t *testing.T) {
 		t.Errorf("another host naming the same unlabelled Secret is trusted too")
 	}
 }
+
+// A host recreated with a record whose Cluster is paused (clusterctl move keeps it paused until
+// everything is moved) waits for its machine past the grace period: it is neither erased nor
+// offered while the move is under way.
+func TestARestoredHostWaitsWithoutLimitWhileItsRecordedClusterIsPaused(t *testing.T) {
+	h := &infrav1.RedfishHost{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", Finalizers: []string{Finalizer},
+			Annotations: map[string]string{infrav1.HostClaimedByAnnotation: "m0", infrav1.HostClaimedClusterAnnotation: "c1"}},
+		Spec: infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
+	}
+	long := metav1.NewTime(time.Now().Add(-time.Hour))
+	h.Status.State, h.Status.RegisteredAddress, h.Status.RestoreWaitSince = infrav1.HostStateInspecting, h.Spec.BMC.Address, &long
+	c := newFakeClient(t, h, nil)
+	cl := &clusterv1.Cluster{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: "c1"}, cl); err != nil {
+		t.Fatal(err)
+	}
+	cl.Spec.Paused = ptr.To(true)
+	if err := c.Update(t.Context(), cl); err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeBMC{power: bmc.PowerOn}
+	r := reconcilerFor(c, f)
+	key := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
+	if _, err := r.Reconcile(t.Context(), key); err != nil {
+		t.Fatal(err)
+	}
+	got := &infrav1.RedfishHost{}
+	if err := c.Get(t.Context(), key.NamespacedName, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.State != infrav1.HostStateInspecting || slices.ContainsFunc(f.calls, func(c string) bool { return strings.HasPrefix(c, "Reset") }) {
+		t.Errorf("state %s, calls %v: want the host waiting, nothing sent, while its Cluster is paused", got.Status.State, f.calls)
+	}
+	cl.Spec.Paused = ptr.To(false)
+	if err := c.Update(t.Context(), cl); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(t.Context(), key); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(t.Context(), key.NamespacedName, got); err != nil || got.Status.State != infrav1.HostStateDeprovisioning {
+		t.Errorf("state %s (%v) once the Cluster is unpaused past the grace period, want Deprovisioning", got.Status.State, err)
+	}
+}

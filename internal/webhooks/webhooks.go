@@ -277,7 +277,7 @@ func (v *Machine) restorable(ctx context.Context, m *infrav1.RedfishMachine) (ad
 		return admission.Warnings{fmt.Sprintf("spec.providerID names RedfishHost %s, which does not exist yet; the machine waits for it, and it restores the claim only if its record names this machine", name)}, nil
 	case err != nil:
 		return nil, field.ErrorList{field.InternalError(path, fmt.Errorf("reading RedfishHost %s: %w", name, err))}
-	case len(h.Annotations[infrav1.HostClaimedByAnnotation]) == 0 && len(h.Annotations[infrav1.HostReservedForAnnotation]) == 0 &&
+	case h.Annotations[infrav1.HostClaimedByAnnotation] == "" && h.Annotations[infrav1.HostReservedForAnnotation] == "" &&
 		(h.Status.State == "" || h.Status.State == infrav1.HostStateRegistering || h.Status.State == infrav1.HostStateInspecting):
 		// Recreated moments ago without a record: moved from a release before hosts recorded
 		// their claims. The machine is admitted and waits; the host restores nothing.

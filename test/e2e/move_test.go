@@ -302,6 +302,29 @@ func recreate(o client.Object, fresh client.Object) {
 	Expect(env.Create(ctx, fresh)).To(Succeed())
 }
 
+// forceRemove drops an object's finalizers and deletes it, as an operator removing it by force
+// does: its controller never sees it go.
+func forceRemove(o client.Object) {
+	GinkgoHelper()
+	Expect(env.Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+	patch := client.MergeFrom(o.DeepCopyObject().(client.Object))
+	o.SetFinalizers(nil)
+	Expect(env.Patch(ctx, o, patch)).To(Succeed())
+	Expect(client.IgnoreNotFound(env.Delete(ctx, o))).To(Succeed())
+}
+
+// forceRemoveMachineOf force-removes the RedfishMachine whose status names host.
+func (b *bed) forceRemoveMachineOf(host string) {
+	GinkgoHelper()
+	rms := &infrav1.RedfishMachineList{}
+	Expect(env.List(ctx, rms, client.InNamespace(b.ns))).To(Succeed())
+	for i := range rms.Items {
+		if rms.Items[i].Status.HostRef == host {
+			forceRemove(&rms.Items[i])
+		}
+	}
+}
+
 func (b *bed) recreateHosts() {
 	GinkgoHelper()
 	for _, h := range b.hosts() {

@@ -167,18 +167,7 @@ var _ = Describe("Restore of reserved and claimed hosts", Label("restore-reserve
 
 		By("the control plane's host recreated without status while its machine is gone: held, then powered off and erased before the waiting Machine gets it")
 		b.setPaused(true)
-		rms := &infrav1.RedfishMachineList{}
-		Expect(env.List(ctx, rms, client.InNamespace(b.ns), client.MatchingLabels{clusterv1.ClusterNameLabel: b.cluster.Name})).To(Succeed())
-		for i := range rms.Items {
-			if rms.Items[i].Status.HostRef != cp {
-				continue
-			}
-			rm := rms.Items[i].DeepCopy()
-			patch := client.MergeFrom(rm.DeepCopy())
-			rm.Finalizers = nil
-			Expect(env.Patch(ctx, rm, patch)).To(Succeed())
-			Expect(client.IgnoreNotFound(env.Delete(ctx, rm))).To(Succeed())
-		}
+		b.forceRemoveMachineOf(cp)
 		cpServer := b.server(cp)
 		Expect(cpServer.PowerState()).To(Equal(simulator.PowerOn))
 		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: cp}, h)).To(Succeed())

@@ -49,11 +49,7 @@ var _ = Describe("Stuck objects", Label("claim-lost", "machine-gone"), func() {
 
 		By("the worker Machine force-removed (its finalizers dropped): its RedfishMachine finishes deleting")
 		m := worker.DeepCopy()
-		Expect(env.Get(ctx, client.ObjectKeyFromObject(m), m)).To(Succeed())
-		patch := client.MergeFrom(m.DeepCopy())
-		m.Finalizers = nil
-		Expect(env.Patch(ctx, m, patch)).To(Succeed())
-		Expect(client.IgnoreNotFound(env.Delete(ctx, m))).To(Succeed())
+		forceRemove(m)
 		Eventually(func() bool {
 			return apierrors.IsNotFound(env.Get(ctx, client.ObjectKeyFromObject(m), &clusterv1.Machine{}))
 		}).Should(BeTrue())
@@ -64,18 +60,7 @@ var _ = Describe("Stuck objects", Label("claim-lost", "machine-gone"), func() {
 			Should(BeTrue(), "a RedfishMachine whose Machine is gone never finished deleting")
 
 		By("the control plane's RedfishMachine force-removed, then its host deleted: the host is released (off, erased) and goes")
-		rms := &infrav1.RedfishMachineList{}
-		Expect(env.List(ctx, rms, client.InNamespace(b.ns))).To(Succeed())
-		for i := range rms.Items {
-			if rms.Items[i].Status.HostRef != cp {
-				continue
-			}
-			cpRM := rms.Items[i].DeepCopy()
-			patch := client.MergeFrom(cpRM.DeepCopy())
-			cpRM.Finalizers = nil
-			Expect(env.Patch(ctx, cpRM, patch)).To(Succeed())
-			Expect(client.IgnoreNotFound(env.Delete(ctx, cpRM))).To(Succeed())
-		}
+		b.forceRemoveMachineOf(cp)
 		server := b.server(cp)
 		Expect(server.PowerState()).To(Equal(simulator.PowerOn))
 		cpHost := &infrav1.RedfishHost{}
