@@ -51,7 +51,7 @@ func (r *Reconciler) ensureSeed(ctx context.Context, s *scope) (ctrl.Result, err
 		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{
 			clusterv1.ClusterNameLabel: s.cluster.Name,
 		}},
-		Type: "infrastructure.cluster.x-k8s.io/redfish-seed",
+		Type: seed.SecretType,
 		Data: map[string][]byte{
 			seed.KeyToken:           []byte(token),
 			seed.KeyBootstrapSecret: []byte(*s.machine.Spec.Bootstrap.DataSecretName),

@@ -7,7 +7,11 @@ import (
 	"context"
 	"net"
 
+	"k8s.io/client-go/rest"
+
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
@@ -25,7 +29,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, listen func() (net.Listener, e
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &infrav1.RedfishHost{}, seed.BootMACIndex, seed.IndexBootMAC); err != nil {
 		return err
 	}
-	srv := &seed.Server{Reader: mgr.GetAPIReader(), Hosts: mgr.GetClient(), BaseURL: o.SeedBaseURL}
+	srv, err := seedServer(mgr, o)
+	if err != nil {
+		return err
+	}
 	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
 		l, err := listen()
 		if err != nil {
@@ -37,6 +44,39 @@ func Setup(ctx context.Context, mgr ctrl.Manager, listen func() (net.Listener, e
 	}
 	return controllers.Setup(ctx, mgr, o)
 }
+
+// seedServer builds the seed server: seed Secrets looked up in a metadata-only cache of their
+// own (Secrets of the seed type only), read through a client of its own, whose client-side rate
+// limit is not the controllers'.
+func seedServer(mgr ctrl.Manager, o controllers.Options) (*seed.Server, error) {
+	var namespaces map[string]cache.Config
+	if o.Namespace != "" {
+		namespaces = map[string]cache.Config{o.Namespace: {}}
+	}
+	co := seed.SeedCacheOptions(namespaces)
+	co.Scheme, co.Mapper, co.HTTPClient = mgr.GetScheme(), mgr.GetRESTMapper(), mgr.GetHTTPClient()
+	seeds, err := cache.New(mgr.GetConfig(), co)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(seeds); err != nil {
+		return nil, err
+	}
+	cfg := rest.CopyConfig(mgr.GetConfig())
+	cfg.QPS, cfg.Burst, cfg.RateLimiter = seedQPS, seedBurst, nil
+	reader, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, err
+	}
+	return &seed.Server{Seeds: seeds, Reader: reader, Hosts: mgr.GetClient(), BaseURL: o.SeedBaseURL}, nil
+}
+
+// The seed server's own client-side rate limit: it reads a seed Secret once per version and the
+// bootstrap data of authenticated requests only.
+const (
+	seedQPS   = 20
+	seedBurst = 40
+)
 
 // everyReplica is a runnable that runs on every replica, not only the leader: the seed Service
 // sends booting hosts to any ready pod, and the seed server only reads from the API server.

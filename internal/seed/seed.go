@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -20,9 +19,9 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -84,26 +83,41 @@ func CIDataURL(base, namespace, machine, token string) string {
 
 // Server answers seed requests.
 type Server struct {
-	// Reader reads Secrets (an uncached API reader: they are not in the manager cache).
+	// Seeds reads seed Secrets' metadata (PartialObjectMetadata): a cache that lists only Secrets
+	// of SecretType (see SeedCacheOptions), so that a request naming anything else is refused
+	// without a request to the API server.
+	Seeds client.Reader
+	// Reader reads a seed Secret whose metadata Seeds holds (once per version: the token is then
+	// checked in memory) and the bootstrap data of an authenticated request. Give it a client of
+	// its own (its own client-side rate limit), not the manager's: nothing a booting host or a
+	// flood does can then take the controllers' requests.
 	Reader client.Reader
 	// Hosts reads RedfishHosts by BootMACIndex (the manager's cache, with the index registered).
 	Hosts   client.Reader
 	BaseURL string
-	// IPXERate and IPXEBurst limit iPXE requests per source address (default 5/s, burst 20: a
-	// rack behind one relay or NAT address boots at once).
+	// Rate and Burst limit requests per source (an IPv4 address or an IPv6 /64) on every path
+	// (default 20/s, burst 200: a BMC reads a virtual medium in many range requests, and a rack
+	// behind one relay or NAT address boots at once).
+	Rate  rate.Limit
+	Burst int
+	// IPXERate and IPXEBurst limit iPXE requests per source further (default 5/s, burst 20): a
+	// MAC is no secret, so the limit is what keeps the token from anyone else on the network.
 	IPXERate  rate.Limit
 	IPXEBurst int
+	// MaxInFlight caps the requests served at once (default 64); more are answered 503 with
+	// Retry-After at once.
+	MaxInFlight int
 
-	limitersMu sync.Mutex
-	limiters   map[string]*sourceLimiter
+	guardOnce sync.Once
+	all, ipxe *limiters
+	inFlight  chan struct{}
+
+	seedsMu sync.Mutex
+	seeds   map[client.ObjectKey]*readSeed // seed Secrets read, by key
+	reading singleflight.Group
 
 	volumesMu sync.Mutex
 	volumes   map[string]cachedVolume // cidata volumes by seed Secret version
-}
-
-type sourceLimiter struct {
-	*rate.Limiter
-	lastSeen time.Time
 }
 
 // Handler returns the HTTP handler of the seed server.
@@ -111,26 +125,11 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/{ns}/{machine}/{token}/{file}", s.serveFile)
 	mux.HandleFunc("GET /v1/ipxe/{mac}", s.serveIPXE)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	return mux
-}
-
-// lookup returns the seed Secret when the token matches, nil otherwise (never saying which part
-// was wrong).
-func (s *Server) lookup(ctx context.Context, ns, machine, token string) (*corev1.Secret, error) {
-	sec := &corev1.Secret{}
-	err := s.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: SecretName(machine)}, sec)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	want := sec.Data[KeyToken]
-	if len(want) == 0 || subtle.ConstantTimeCompare(want, []byte(token)) != 1 {
-		return nil, nil
-	}
-	return sec, nil
+	guarded := s.guard(mux)
+	top := http.NewServeMux()
+	top.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	top.Handle("/", guarded)
+	return top
 }
 
 func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
@@ -274,8 +273,8 @@ func (s *Server) bootstrapData(ctx context.Context, ns, name string) ([]byte, st
 // source address: a MAC is no secret (it is in the host's spec and status), so the window and the
 // limit are what keep the token from anyone else on the provisioning network.
 func (s *Server) serveIPXE(w http.ResponseWriter, r *http.Request) {
-	if !s.allow(r) {
-		http.Error(w, "too many requests", http.StatusTooManyRequests)
+	if !s.ipxe.allow(r) {
+		tooMany(w)
 		return
 	}
 	mac := strings.ToLower(r.PathValue("mac"))
@@ -289,8 +288,12 @@ func (s *Server) serveIPXE(w http.ResponseWriter, r *http.Request) {
 		if h.Status.State != infrav1.HostStateProvisioning || c == nil || c.BootMethod != infrav1.BootMethodPXE || h.Status.BootIssuedAt == nil {
 			continue
 		}
-		sec := &corev1.Secret{}
-		if err := s.Reader.Get(r.Context(), client.ObjectKey{Namespace: h.Namespace, Name: SecretName(c.Consumer.Name)}, sec); err != nil {
+		sec, err := s.seed(r.Context(), h.Namespace, c.Consumer.Name)
+		if err != nil {
+			http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		if sec == nil {
 			break
 		}
 		_, format, err := s.bootstrapData(r.Context(), h.Namespace, string(sec.Data[KeyBootstrapSecret]))
@@ -309,46 +312,6 @@ func (s *Server) serveIPXE(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.NotFound(w, r)
-}
-
-// allow takes a token from the limiter of the request's source address.
-func (s *Server) allow(r *http.Request) bool {
-	source, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		source = r.RemoteAddr
-	}
-	now := time.Now()
-	s.limitersMu.Lock()
-	defer s.limitersMu.Unlock()
-	if s.limiters == nil {
-		s.limiters = map[string]*sourceLimiter{}
-	}
-	l, ok := s.limiters[source]
-	if !ok {
-		if len(s.limiters) >= 4096 {
-			// Bounded memory whatever the number of sources: forget the quiet ones first, and
-			// start over only when none is.
-			for k, v := range s.limiters {
-				if now.Sub(v.lastSeen) > time.Minute {
-					delete(s.limiters, k)
-				}
-			}
-			if len(s.limiters) >= 4096 {
-				s.limiters = map[string]*sourceLimiter{}
-			}
-		}
-		limit, burst := s.IPXERate, s.IPXEBurst
-		if limit == 0 {
-			limit = 5
-		}
-		if burst == 0 {
-			burst = 20
-		}
-		l = &sourceLimiter{Limiter: rate.NewLimiter(limit, burst)}
-		s.limiters[source] = l
-	}
-	l.lastSeen = now
-	return l.Allow()
 }
 
 // Serve runs the seed server on l until ctx ends.

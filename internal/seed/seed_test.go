@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
@@ -34,7 +35,7 @@ func world(t *testing.T, format string, hosts ...*infrav1.RedfishHost) (*httptes
 		data.Data["format"] = []byte(format)
 		data.Data["value"] = []byte(`{"ignition":{"version":"3.4.0"}}`)
 	}
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: SecretName("m1")}, Data: map[string][]byte{
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: SecretName("m1"), OwnerReferences: ownedByMachine("m1")}, Type: SecretType, Data: map[string][]byte{
 		KeyToken: []byte(token), KeyBootstrapSecret: []byte("boot"), KeyProviderID: []byte("redfish://ns/h1/m1"),
 		KeyHostname: []byte("m1"), KeyInstanceID: []byte("uid-1"), KeyImageURL: []byte("https://images.example/os.iso"),
 		KeyBootMAC: []byte("52:54:00:00:00:01"),
@@ -44,11 +45,15 @@ func world(t *testing.T, format string, hosts ...*infrav1.RedfishHost) (*httptes
 		b = b.WithObjects(h)
 	}
 	c := b.Build()
-	srv := &Server{Reader: c, Hosts: c}
+	srv := &Server{Seeds: c, Reader: c, Hosts: c}
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	srv.BaseURL = ts.URL
 	return ts, c
+}
+
+func ownedByMachine(name string) []metav1.OwnerReference {
+	return []metav1.OwnerReference{{APIVersion: infrav1.GroupVersion.String(), Kind: "RedfishMachine", Name: name, UID: "uid-rm", Controller: ptr.To(true)}}
 }
 
 func get(t *testing.T, url string) (int, string) {

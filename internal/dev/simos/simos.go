@@ -16,6 +16,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -291,22 +292,46 @@ func parseMeta(s string) map[string]string {
 	return out
 }
 
+// get reads url, retrying an answer that asks to (429, 503) after its Retry-After, up to ten
+// times, as cloud-init's url helper retries a NoCloud seed.
 func get(ctx context.Context, url string) (string, error) {
+	for attempt := 1; ; attempt++ {
+		body, retryAfter, err := getOnce(ctx, url)
+		if retryAfter == 0 || attempt == 10 {
+			return body, err
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(retryAfter):
+		}
+	}
+}
+
+func getOnce(ctx context.Context, url string) (string, time.Duration, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET %s: HTTP %d", url, resp.StatusCode)
+		err := fmt.Errorf("GET %s: HTTP %d", url, resp.StatusCode)
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+			wait := time.Second
+			if n, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && n > 0 {
+				wait = time.Duration(n) * time.Second
+			}
+			return "", wait, err
+		}
+		return "", 0, err
 	}
-	return string(body), nil
+	return string(body), 0, nil
 }

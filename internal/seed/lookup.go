@@ -1,0 +1,149 @@
+package seed
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+)
+
+// SecretType is the type of every seed Secret; the seed server looks at no other.
+const SecretType corev1.SecretType = "infrastructure.cluster.x-k8s.io/redfish-seed"
+
+// SeedCacheOptions are the options of the seed server's metadata-only cache (Server.Seeds):
+// Secrets of SecretType only (a field selector the API server applies), in namespaces (all when
+// empty), keeping nothing but their names, versions and owners.
+func SeedCacheOptions(namespaces map[string]cache.Config) cache.Options {
+	return cache.Options{
+		DefaultNamespaces:    namespaces,
+		DefaultFieldSelector: fields.OneTermEqualSelector("type", string(SecretType)),
+		DefaultTransform: func(in any) (any, error) {
+			if o, ok := in.(metav1.Object); ok {
+				o.SetManagedFields(nil)
+				o.SetAnnotations(nil)
+				o.SetLabels(nil)
+			}
+			return in, nil
+		},
+	}
+}
+
+// readSeed is a seed Secret read from the API server, kept while its version is current.
+type readSeed struct {
+	secret *corev1.Secret
+	token  [sha256.Size]byte
+	read   time.Time
+}
+
+// seedTTL bounds how long a seed Secret read is kept in memory (it holds the claim's token).
+const seedTTL = 10 * time.Minute
+
+// lookup returns the seed Secret of machine when token is its token, nil otherwise (never saying
+// which part was wrong).
+func (s *Server) lookup(ctx context.Context, ns, machine, token string) (*corev1.Secret, error) {
+	sec, sum, err := s.seedAndToken(ctx, ns, machine)
+	if sec == nil || err != nil {
+		return nil, err
+	}
+	got := sha256.Sum256([]byte(token))
+	if subtle.ConstantTimeCompare(sum[:], got[:]) != 1 {
+		return nil, nil
+	}
+	return sec, nil
+}
+
+// seed returns the seed Secret of machine, nil when there is none.
+func (s *Server) seed(ctx context.Context, ns, machine string) (*corev1.Secret, error) {
+	sec, _, err := s.seedAndToken(ctx, ns, machine)
+	return sec, err
+}
+
+// seedAndToken returns the seed Secret of machine and the hash of its token. The Secret must be
+// listed by the metadata cache (of SecretType) and controlled by the RedfishMachine named
+// machine; it is read from the API server only when its version is not in memory yet, once
+// however many requests ask at the same time.
+func (s *Server) seedAndToken(ctx context.Context, ns, machine string) (*corev1.Secret, [sha256.Size]byte, error) {
+	var none [sha256.Size]byte
+	key := client.ObjectKey{Namespace: ns, Name: SecretName(machine)}
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := s.Seeds.Get(ctx, key, meta); err != nil {
+		if apierrors.IsNotFound(err) {
+			s.forgetSeed(key)
+			return nil, none, nil
+		}
+		return nil, none, err
+	}
+	if !ownedBy(meta, machine) {
+		return nil, none, nil
+	}
+	if r := s.cachedSeed(key, meta.ResourceVersion); r != nil {
+		return r.secret, r.token, nil
+	}
+	v, err, _ := s.reading.Do(key.String()+"@"+meta.ResourceVersion, func() (any, error) {
+		sec := &corev1.Secret{}
+		if err := s.Reader.Get(ctx, key, sec); err != nil {
+			return nil, client.IgnoreNotFound(err)
+		}
+		if sec.Type != SecretType || !ownedBy(sec, machine) || len(sec.Data[KeyToken]) == 0 {
+			return nil, nil
+		}
+		r := &readSeed{secret: sec, token: sha256.Sum256(sec.Data[KeyToken]), read: time.Now()}
+		s.rememberSeed(key, r)
+		return r, nil
+	})
+	if err != nil {
+		return nil, none, err
+	}
+	r, _ := v.(*readSeed)
+	if r == nil {
+		return nil, none, nil // gone, or not a seed
+	}
+	return r.secret, r.token, nil
+}
+
+// ownedBy tells whether a RedfishMachine named machine controls o.
+func ownedBy(o metav1.Object, machine string) bool {
+	ref := metav1.GetControllerOfNoCopy(o)
+	return ref != nil && ref.Kind == "RedfishMachine" && ref.Name == machine &&
+		ref.APIVersion == infrav1.GroupVersion.String()
+}
+
+func (s *Server) cachedSeed(key client.ObjectKey, version string) *readSeed {
+	s.seedsMu.Lock()
+	defer s.seedsMu.Unlock()
+	r := s.seeds[key]
+	if r == nil || r.secret.ResourceVersion != version || time.Since(r.read) >= seedTTL {
+		return nil
+	}
+	return r
+}
+
+func (s *Server) rememberSeed(key client.ObjectKey, r *readSeed) {
+	s.seedsMu.Lock()
+	defer s.seedsMu.Unlock()
+	if s.seeds == nil {
+		s.seeds = map[client.ObjectKey]*readSeed{}
+	}
+	for k, v := range s.seeds {
+		if time.Since(v.read) >= seedTTL {
+			delete(s.seeds, k)
+		}
+	}
+	s.seeds[key] = r
+}
+
+func (s *Server) forgetSeed(key client.ObjectKey) {
+	s.seedsMu.Lock()
+	defer s.seedsMu.Unlock()
+	delete(s.seeds, key)
+}
