@@ -47,7 +47,7 @@ func TestWrongTokensAndUnknownSeedsNeverReachTheAPIServer(t *testing.T) {
 	h := srv.Handler()
 	for i := range 300 {
 		source := fmt.Sprintf("10.0.%d.%d:1234", i/250, i%250)
-		serve(h, source, "/v1/ns/m1/"+strings.Repeat("0", 64)+"/meta-data")   // a real seed, a wrong token
+		serve(h, source, "/v1/ns/m1/"+strings.Repeat("0", 64)+"/meta-data")  // a real seed, a wrong token
 		serve(h, source, fmt.Sprintf("/v1/ns/m%d/%s/user-data", i+2, token)) // no such seed
 	}
 	// One read of the real seed, to learn its token; nothing for the rest.
@@ -63,7 +63,7 @@ func TestOnlySeedSecretsControlledByTheirRedfishMachineAreServed(t *testing.T) {
 	ts, c := world(t, "")
 	for name, s := range map[string]*corev1.Secret{
 		"m2": {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: SecretName("m2"), OwnerReferences: ownedByMachine("m2")}}, // an Opaque Secret
-		"m3": {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: SecretName("m3")}, Type: SecretType},                  // no owner
+		"m3": {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: SecretName("m3")}, Type: SecretType},                      // no owner
 		"m4": {ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: SecretName("m4"), OwnerReferences: ownedByMachine("other")}, Type: SecretType},
 	} {
 		s.Data = map[string][]byte{KeyToken: []byte(token), KeyBootstrapSecret: []byte("boot"), KeyImageURL: []byte("https://x/y")}
