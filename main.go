@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -60,6 +62,8 @@ type flags struct {
 	clusterCacheBurst       int
 	clusterCacheConcurrency int
 	seedAddr, seedURL       string
+	seedCertDir             string
+	seedInsecureHTTP        bool
 	featureGates            map[string]bool
 	profilerAddr            string
 	insecureDiagnostics     bool
@@ -89,7 +93,9 @@ func main() {
 	fs.IntVar(&f.clusterCacheBurst, "clustercache-client-burst", 30, "Maximum burst to each workload cluster.")
 	fs.IntVar(&f.clusterCacheConcurrency, "clustercache-concurrency", 100, "Concurrent reconciles of the cluster cache.")
 	fs.StringVar(&f.seedAddr, "seed-bind-address", ":8082", "Address the seed server (bootstrap data for booting hosts) listens on.")
-	fs.StringVar(&f.seedURL, "seed-url", "", "URL hosts reach the seed server at, e.g. http://10.0.0.2:8082 (required: hosts boot from it).")
+	fs.StringVar(&f.seedURL, "seed-url", "", "URL hosts reach the seed server at, e.g. https://seed.rack.example:30082 (required: hosts boot from it).")
+	fs.StringVar(&f.seedCertDir, "seed-cert-dir", "", "Folder holding the seed server's TLS certificate (tls.crt, tls.key; reloaded when renewed). Required for an https --seed-url: bootstrap data carries cluster CA keys.")
+	fs.BoolVar(&f.seedInsecureHTTP, "seed-insecure-http", false, "Serve seeds over plain HTTP (an http --seed-url): bootstrap data, cluster CA keys included, then crosses the provisioning network in clear text.")
 	fs.StringVar(&f.profilerAddr, "profiler-address", "", "Serve Go's pprof profiles (/debug/pprof/) on this loopback address, e.g. 127.0.0.1:6060 (default: off; unauthenticated, so other addresses are refused).")
 	fs.BoolVar(&f.insecureDiagnostics, "insecure-diagnostics", false, "Serve the metrics endpoint over plain HTTP without authentication (local runs and benchmarks; --metrics-bind-address must then be a loopback address).")
 	logsv1.AddFlags(logOptions, fs)
@@ -111,6 +117,9 @@ func main() {
 func run(ctx context.Context, f flags) error {
 	if f.seedURL == "" {
 		return fmt.Errorf("--seed-url is required: the URL booting hosts reach this manager's seed server at")
+	}
+	if err := checkSeedFlags(f); err != nil {
+		return err
 	}
 	if f.watchFilter != "" {
 		// Claims and remediations never honoured it: two managers sharing a namespace would
@@ -176,6 +185,19 @@ func run(ctx context.Context, f flags) error {
 	}
 
 	listen := func() (net.Listener, error) { return net.Listen("tcp", f.seedAddr) }
+	if strings.HasPrefix(f.seedURL, "https://") {
+		wrap, err := provider.SeedTLS(mgr, f.seedCertDir)
+		if err != nil {
+			return err
+		}
+		listen = func() (net.Listener, error) {
+			l, err := net.Listen("tcp", f.seedAddr)
+			if err != nil {
+				return nil, err
+			}
+			return wrap(l), nil
+		}
+	}
 	if err := provider.Setup(ctx, mgr, listen, controllers.Options{
 		SeedBaseURL:        f.seedURL,
 		BMCCheckInterval:   f.bmcCheckInterval,
@@ -218,4 +240,22 @@ func apiWarnings(l logr.Logger) rest.WarningHandler {
 	return &apiwarnings.DiscardMatchingHandler{Logger: l, Expressions: []regexp.Regexp{
 		apiwarnings.DomainQualifiedFinalizerWarning(regexp.QuoteMeta(infrav1.GroupVersion.Group)),
 	}}
+}
+
+// checkSeedFlags refuses a seed server whose scheme and TLS flags disagree: HTTPS needs a
+// certificate, plain HTTP must be asked for.
+func checkSeedFlags(f flags) error {
+	u, err := url.Parse(f.seedURL)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return fmt.Errorf("--seed-url %q: want https://<address hosts reach>[:port]", f.seedURL)
+	}
+	switch {
+	case u.Scheme == "https" && f.seedCertDir == "":
+		return fmt.Errorf("--seed-url is https: give the seed server its certificate with --seed-cert-dir (tls.crt, tls.key)")
+	case u.Scheme == "https" && f.seedInsecureHTTP:
+		return fmt.Errorf("--seed-insecure-http contradicts the https --seed-url: drop one")
+	case u.Scheme == "http" && !f.seedInsecureHTTP:
+		return fmt.Errorf("--seed-url is plain http: bootstrap data (cluster CA keys included) would cross the provisioning network in clear text; use https with --seed-cert-dir, or accept that with --seed-insecure-http")
+	}
+	return nil
 }

@@ -27,7 +27,7 @@ func TestManagerLinksNoDevelopmentCode(t *testing.T) {
 // A Deployment still passing --watch-filter (which claims never honoured) fails to start with a
 // message saying what to do, instead of running unsharded.
 func TestWatchFilterIsRefused(t *testing.T) {
-	err := run(t.Context(), flags{seedURL: "http://10.0.0.2:30082", watchFilter: "shard-a"})
+	err := run(t.Context(), flags{seedURL: "http://10.0.0.2:30082", seedInsecureHTTP: true, watchFilter: "shard-a"})
 	if err == nil || !strings.Contains(err.Error(), "--watch-filter is not supported") {
 		t.Fatalf("run with --watch-filter = %v", err)
 	}
@@ -36,7 +36,7 @@ func TestWatchFilterIsRefused(t *testing.T) {
 // An unknown feature gate (a misremembered name) stops the manager with the list of known ones
 // instead of silently running without the feature.
 func TestUnknownFeatureGateIsRefused(t *testing.T) {
-	err := run(t.Context(), flags{seedURL: "http://10.0.0.2:30082", featureGates: map[string]bool{"Upkeep": true}})
+	err := run(t.Context(), flags{seedURL: "http://10.0.0.2:30082", seedInsecureHTTP: true, featureGates: map[string]bool{"Upkeep": true}})
 	if err == nil || !strings.Contains(err.Error(), `unknown feature "Upkeep" (known: Maintenance)`) {
 		t.Fatalf("run with --feature-gates=Upkeep=true = %v", err)
 	}
@@ -46,10 +46,10 @@ func TestUnknownFeatureGateIsRefused(t *testing.T) {
 // metrics name BMC addresses, pprof exposes the process's memory.
 func TestUnauthenticatedDiagnosticsOnlyOnLoopback(t *testing.T) {
 	for _, f := range []flags{
-		{seedURL: "http://10.0.0.2:30082", insecureDiagnostics: true, metricsAddr: ":8443"},
-		{seedURL: "http://10.0.0.2:30082", insecureDiagnostics: true, metricsAddr: "0.0.0.0:8080"},
-		{seedURL: "http://10.0.0.2:30082", metricsAddr: ":8443", profilerAddr: ":6060"},
-		{seedURL: "http://10.0.0.2:30082", metricsAddr: ":8443", profilerAddr: "10.0.0.2:6060"},
+		{seedURL: "http://10.0.0.2:30082", seedInsecureHTTP: true, insecureDiagnostics: true, metricsAddr: ":8443"},
+		{seedURL: "http://10.0.0.2:30082", seedInsecureHTTP: true, insecureDiagnostics: true, metricsAddr: "0.0.0.0:8080"},
+		{seedURL: "http://10.0.0.2:30082", seedInsecureHTTP: true, metricsAddr: ":8443", profilerAddr: ":6060"},
+		{seedURL: "http://10.0.0.2:30082", seedInsecureHTTP: true, metricsAddr: ":8443", profilerAddr: "10.0.0.2:6060"},
 	} {
 		err := run(t.Context(), f)
 		if err == nil || !strings.Contains(err.Error(), "without authentication") {
@@ -76,5 +76,28 @@ func TestOnlyTheWarningAboutOurFinalizerNamesIsDropped(t *testing.T) {
 	}
 	if len(logged) != 2 || !strings.Contains(logged[0], "example.com") || !strings.Contains(logged[1], "deprecated") {
 		t.Errorf("logged %q, want the other group's finalizer warning and the deprecation, not ours", logged)
+	}
+}
+
+// The seed server carries bootstrap data (a control plane's join data holds the cluster's CA
+// keys): HTTPS needs its certificate, plain HTTP only when asked for, and a mismatch says which
+// flag to change.
+func TestSeedServerIsHTTPSUnlessPlainHTTPIsAskedFor(t *testing.T) {
+	for _, tc := range []struct {
+		f       flags
+		wantErr string
+	}{
+		{flags{seedURL: "https://seed.rack.example:30082", seedCertDir: "/certs"}, ""},
+		{flags{seedURL: "http://10.0.0.2:30082", seedInsecureHTTP: true}, ""},
+		{flags{seedURL: "http://10.0.0.2:30082"}, "--seed-insecure-http"},
+		{flags{seedURL: "https://seed.rack.example:30082"}, "--seed-cert-dir"},
+		{flags{seedURL: "https://seed.rack.example:30082", seedCertDir: "/certs", seedInsecureHTTP: true}, "contradicts"},
+		{flags{seedURL: "http://10.0.0.2:30082", seedCertDir: "/certs", seedInsecureHTTP: true}, ""}, // the release mounts a certificate whatever the scheme
+		{flags{seedURL: "10.0.0.2:30082"}, "want https://"},
+	} {
+		err := checkSeedFlags(tc.f)
+		if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%+v: %v, want an error containing %q", tc.f, err, tc.wantErr)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"time"
@@ -30,8 +31,9 @@ type FleetOptions struct {
 	EraseWithoutMonitor bool
 	// ShutdownDuration as in Config.
 	ShutdownDuration time.Duration
-	// IPXEChainURL and SingleMediaSlot as in Config.
+	// IPXEChainURL, FirmwareRootCAs and SingleMediaSlot as in Config.
 	IPXEChainURL    string
+	FirmwareRootCAs *x509.CertPool
 	SingleMediaSlot bool
 	TLS             bool
 	PoweredOn       bool
@@ -64,7 +66,7 @@ func StartFleet(opts FleetOptions) (*Fleet, error) {
 			PowerLatency: opts.PowerLatency, POSTDuration: opts.POSTDuration, TaskDuration: opts.TaskDuration, EraseDuration: opts.EraseDuration, NoSecureErase: opts.NoSecureErase,
 			NoSecureEraseDrives: opts.NoSecureEraseDrives, EmptyBays: opts.EmptyBays, EraseWithoutMonitor: opts.EraseWithoutMonitor,
 			ShutdownDuration: opts.ShutdownDuration,
-			IPXEChainURL:     opts.IPXEChainURL, SingleMediaSlot: opts.SingleMediaSlot,
+			IPXEChainURL:     opts.IPXEChainURL, FirmwareRootCAs: opts.FirmwareRootCAs, SingleMediaSlot: opts.SingleMediaSlot,
 			TLS: opts.TLS, PoweredOn: opts.PoweredOn,
 		})
 		if err != nil {

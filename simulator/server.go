@@ -3,6 +3,7 @@ package simulator
 import (
 	"crypto/rand"
 	"crypto/subtle"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -40,6 +41,9 @@ type Config struct {
 	// IPXEChainURL is where a network-booting server fetches its iPXE script, <url>/<boot MAC>
 	// (what DHCP and a chain-loaded iPXE do on a real network). Empty: PXE boots find nothing.
 	IPXEChainURL string
+	// FirmwareRootCAs are the certificates the server's firmware trusts for an HTTPS network boot
+	// (what an operator enrols, or builds into iPXE); nil: the system's.
+	FirmwareRootCAs *x509.CertPool
 	// SingleMediaSlot models BMCs with one virtual media device (a CD) instead of a CD and a USB
 	// stick.
 	SingleMediaSlot bool

@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -154,7 +155,9 @@ func (s *Server) chainIPXE(mac string) string {
 	if err != nil {
 		return ""
 	}
-	resp, err := http.DefaultClient.Do(req)
+	fw := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.cfg.FirmwareRootCAs, MinVersion: tls.VersionTLS12}}}
+	defer fw.CloseIdleConnections()
+	resp, err := fw.Do(req)
 	if err != nil {
 		return ""
 	}

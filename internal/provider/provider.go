@@ -5,12 +5,16 @@ package provider
 
 import (
 	"context"
+	"crypto/tls"
+	"fmt"
 	"net"
+	"path/filepath"
 
 	"k8s.io/client-go/rest"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -86,3 +90,18 @@ func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
 
 // NeedLeaderElection tells the manager to start it without waiting for leadership.
 func (everyReplica) NeedLeaderElection() bool { return false }
+
+// SeedTLS serves the seed server over TLS with the certificate in certDir (tls.crt, tls.key, as
+// cert-manager writes a Certificate's Secret), read again whenever the files change (a renewed
+// certificate is served without a restart). It returns what wraps the seed listener.
+func SeedTLS(mgr ctrl.Manager, certDir string) (func(net.Listener) net.Listener, error) {
+	w, err := certwatcher.New(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
+	if err != nil {
+		return nil, fmt.Errorf("seed server certificate in %s: %w", certDir, err)
+	}
+	if err := mgr.Add(everyReplica(w.Start)); err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: w.GetCertificate}
+	return func(l net.Listener) net.Listener { return tls.NewListener(l, cfg) }, nil
+}

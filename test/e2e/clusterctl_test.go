@@ -30,7 +30,7 @@ import (
 // What a user of the release must or may set; a change here is a change to the README's tables.
 var (
 	componentVariables = []string{
-		"CAPRF_SEED_URL", "CAPRF_SEED_SERVICE_TYPE", "CAPRF_SEED_NODE_PORT",
+		"CAPRF_SEED_URL", "CAPRF_SEED_HOSTNAME", "CAPRF_SEED_INSECURE_HTTP", "CAPRF_SEED_SERVICE_TYPE", "CAPRF_SEED_NODE_PORT",
 		"CAPRF_CONCURRENCY", "CAPRF_KUBE_API_QPS",
 		"CAPRF_KUBE_API_BURST", "CAPRF_LOGLEVEL",
 	}
@@ -74,7 +74,8 @@ var _ = Describe("clusterctl release", Label("clusterctl"), func() {
 - name: redfish
   type: InfrastructureProvider
   url: file://`+componentsPath+`
-CAPRF_SEED_URL: http://10.0.0.2:30082
+CAPRF_SEED_URL: https://seed.rack.example:30082
+CAPRF_SEED_HOSTNAME: seed.rack.example
 CONTROL_PLANE_ENDPOINT_HOST: 10.0.0.100
 IMAGE_URL: https://images.example/k8s-v1.36.3.iso
 `), 0o600)).To(Succeed())
@@ -92,7 +93,7 @@ IMAGE_URL: https://images.example/k8s-v1.36.3.iso
 			}
 		}
 		Expect(deployment.Spec.Template.Spec.Containers).To(HaveLen(1))
-		Expect(deployment.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--leader-elect", "--seed-url=http://10.0.0.2:30082"))
+		Expect(deployment.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--leader-elect", "--seed-url=https://seed.rack.example:30082", "--seed-cert-dir=/tmp/seed-serving-certs", "--seed-insecure-http=false"))
 
 		By("describing the provider the way `clusterctl generate provider --describe` and `--raw` do (no variable processing)")
 		described, err := c.GetProviderComponents(ctx, "redfish:v0.1.0", clusterctlv1.InfrastructureProviderType, clusterctl.ComponentsOptions{SkipTemplateProcess: true})
@@ -129,7 +130,7 @@ IMAGE_URL: https://images.example/k8s-v1.36.3.iso
 			}
 			Expect(err).NotTo(HaveOccurred(), "%s %s", o.GetKind(), o.GetName())
 		}
-		Expect(skipped).To(ConsistOf("Issuer", "Certificate"))
+		Expect(skipped).To(ConsistOf("Issuer", "Certificate", "Certificate"))
 
 		for _, flavor := range []struct {
 			name string

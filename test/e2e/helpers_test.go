@@ -75,7 +75,7 @@ func startBed(name string, n int, o bedOptions) *bed {
 		EraseDuration: o.fleet.EraseDuration, POSTDuration: o.fleet.POSTDuration, NoSecureErase: o.fleet.NoSecureErase,
 		NoSecureEraseDrives: o.fleet.NoSecureEraseDrives, EmptyBays: o.fleet.EmptyBays, EraseWithoutMonitor: o.fleet.EraseWithoutMonitor, ShutdownDuration: o.fleet.ShutdownDuration, SingleMediaSlot: o.fleet.SingleMediaSlot, Profiles: o.fleet.Profiles,
 		// DHCP on the provisioning network chains network boots to the seed server's iPXE endpoint.
-		IPXEChainURL: seedBaseURL + "/v1/ipxe",
+		IPXEChainURL: seedBaseURL + "/v1/ipxe", FirmwareRootCAs: seedCAs,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(fleet.Close)
@@ -83,6 +83,7 @@ func startBed(name string, n int, o bedOptions) *bed {
 	kubelet, err := testenv.NewWatchClient(env.Config)
 	Expect(err).NotTo(HaveOccurred())
 	b := &bed{ns: ns.Name, fleet: fleet, os: simos.New(kubelet)}
+	b.os.RootCAs = seedCAs
 	if o.withOS {
 		b.os.Attach(fleet)
 	}

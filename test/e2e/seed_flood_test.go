@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -116,8 +117,9 @@ func (f *seedFlood) send(ctx context.Context, source net.IP, url string) {
 	if !ok {
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: source}, Timeout: 5 * time.Second}
 		c, _ = floodClients.LoadOrStore(source.String(), &http.Client{
-			Timeout:       5 * time.Second,
-			Transport:     &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 4},
+			Timeout: 5 * time.Second,
+			Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 4,
+				TLSClientConfig: &tls.Config{RootCAs: seedCAs, MinVersion: tls.VersionTLS12}},
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		})
 	}

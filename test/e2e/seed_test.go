@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"crypto/tls"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -100,13 +102,12 @@ var _ = Describe("Seed delivery", func() {
 		}).Should(Succeed())
 	})
 
-	It("boots PXE hosts with the seed on the kernel command line, UEFI HTTP hosts from the per-claim URI, and refuses the iPXE script to a host that does not boot by PXE", Label("seed-pxe"), func() {
+	It("boots PXE hosts with the seed on the kernel command line, UEFI HTTP hosts from the per-claim URI and VirtualMedia hosts from the seed volume, every URL over the seed server's HTTPS, and refuses the iPXE script to a host that does not boot by PXE", Label("seed-pxe", "seed-tls"), func() {
 		b := newBed("seedpxe", 4, nil)
 		b.waitHostsAvailable(4)
 		b.createCluster("seedpxe")
-		b.controlPlane() // VirtualMedia
 		var mu sync.Mutex
-		var cmdlines []string
+		var cmdlines, urls []string
 		for _, s := range b.fleet.Servers {
 			s.OnBoot(func(e simulator.BootEvent) {
 				mu.Lock()
@@ -114,8 +115,17 @@ var _ = Describe("Seed delivery", func() {
 				if e.Target == "Pxe" {
 					cmdlines = append(cmdlines, e.KernelCmdline)
 				}
+				for _, u := range e.Media {
+					if u != "" {
+						urls = append(urls, u)
+					}
+				}
+				if e.HTTPBootURI != "" {
+					urls = append(urls, e.HTTPBootURI)
+				}
 			})
 		}
+		b.controlPlane() // VirtualMedia
 		b.template("pxe", infrav1.RedfishMachineSpec{BootMethod: infrav1.BootMethodPXE})
 		b.template("http", infrav1.RedfishMachineSpec{BootMethod: infrav1.BootMethodUefiHTTP})
 		b.machineDeployment("pxe", "pxe", 1)
@@ -125,9 +135,19 @@ var _ = Describe("Seed delivery", func() {
 		mu.Lock()
 		defer mu.Unlock()
 		Expect(cmdlines).To(HaveLen(1))
-		Expect(cmdlines[0]).To(MatchRegexp(`^ds=nocloud-net;s=http://\S+/v1/` + b.ns + `/\S+/[0-9a-f]{64}/$`))
+		Expect(cmdlines[0]).To(MatchRegexp(`^ds=nocloud-net;s=https://\S+/v1/` + b.ns + `/\S+/[0-9a-f]{64}/$`))
+		Expect(urls).To(HaveLen(4), "the control plane's image and seed volume, the UEFI HTTP host's boot URI and seed volume")
+		for _, u := range urls {
+			Expect(u).To(HavePrefix(seedBaseURL+"/v1/"+b.ns+"/"), "every boot fetches from the seed server over HTTPS")
+		}
 		Expect(b.os.Fetched()[b.hostOf(b.machines("pxe")[0])]).To(Equal([]string{"#cloud-config for pxe\n"}))
 		Expect(b.os.Fetched()[b.hostOf(b.machines("http")[0])]).To(Equal([]string{"#cloud-config for http\n"}))
+
+		By("serving nothing in clear text, and nothing to a client that does not trust the seed server's certificate")
+		plain := "http://" + strings.TrimPrefix(seedBaseURL, "https://")
+		Expect(httpStatusOf(plain + "/healthz")).To(Equal(http.StatusBadRequest))         // Go's TLS server: "client sent an HTTP request to an HTTPS server"
+		_, err := (&http.Client{Timeout: 10 * time.Second}).Get(seedBaseURL + "/healthz") //nolint:noctx // a test probe.
+		Expect(err).To(MatchError(ContainSubstring("certificate")))
 
 		By("asking for the iPXE script of a host that boots by UEFI HTTP while it provisions")
 		for _, s := range b.fleet.Servers {
@@ -150,7 +170,8 @@ var _ = Describe("Seed delivery", func() {
 
 func httpStatusOf(url string) int {
 	GinkgoHelper()
-	c := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	c := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: seedCAs, MinVersion: tls.VersionTLS12}}}
 	resp, err := c.Get(url) //nolint:noctx // a test probe.
 	Expect(err).NotTo(HaveOccurred())
 	_, _ = io.Copy(io.Discard, resp.Body)

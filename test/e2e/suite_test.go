@@ -6,8 +6,10 @@ package e2e
 
 import (
 	"context"
+	"crypto/x509"
 	"net"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,6 +46,8 @@ var (
 	env         *testenv.Environment
 	ctx         context.Context
 	seedBaseURL string
+	// seedCAs trust the seed server's certificate (as hosts' firmware, BMCs and images would).
+	seedCAs *x509.CertPool
 )
 
 func TestE2E(t *testing.T) {
@@ -68,7 +72,14 @@ var _ = BeforeSuite(func() {
 	}
 	seedListener, err := net.Listen("tcp", "127.0.0.1:0")
 	Expect(err).NotTo(HaveOccurred())
-	seedBaseURL = "http://" + seedListener.Addr().String()
+	// The seed server serves HTTPS, as the release does by default.
+	seedBaseURL = "https://" + seedListener.Addr().String()
+	certDir, err := testenv.WriteServingCert(filepath.Join(GinkgoT().TempDir(), "seed-certs"), "seed.rack.example")
+	Expect(err).NotTo(HaveOccurred())
+	certPEM, err := os.ReadFile(filepath.Join(certDir, "tls.crt"))
+	Expect(err).NotTo(HaveOccurred())
+	seedCAs = x509.NewCertPool()
+	Expect(seedCAs.AppendCertsFromPEM(certPEM)).To(BeTrue())
 	// The first manager serves seeds on seedListener; one started by env.RestartManager listens
 	// on the same address again.
 	var listened atomic.Bool
@@ -82,7 +93,18 @@ var _ = BeforeSuite(func() {
 	env, err = testenv.Start(ctx, testenv.Options{
 		Logger: &logger,
 		SetupProvider: func(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache) error {
-			return provider.Setup(ctx, mgr, listenSeed, controllers.Options{
+			wrap, err := provider.SeedTLS(mgr, certDir)
+			if err != nil {
+				return err
+			}
+			listen := func() (net.Listener, error) {
+				l, err := listenSeed()
+				if err != nil {
+					return nil, err
+				}
+				return wrap(l), nil
+			}
+			return provider.Setup(ctx, mgr, listen, controllers.Options{
 				// SkipNameValidation: env.RestartManager registers the controllers again.
 				Controller:         controller.Options{MaxConcurrentReconciles: 10, SkipNameValidation: ptr.To(true)},
 				ClusterCache:       cc,

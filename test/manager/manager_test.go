@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,7 +87,7 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 	t.Cleanup(func() { _ = env.Stop() })
 
 	seedAddr, metricsAddr, probeAddr, webhookPort := freeAddr(t), freeAddr(t), freeAddr(t), freePort(t)
-	objs := renderComponents(t, map[string]string{"CAPRF_SEED_URL": "http://" + seedAddr, "CAPRF_LOGLEVEL": "4"})
+	objs := renderComponents(t, map[string]string{"CAPRF_SEED_URL": "https://" + seedAddr, "CAPRF_SEED_HOSTNAME": "seed.rack.example", "CAPRF_LOGLEVEL": "4"})
 
 	// The release's RBAC, applied for real.
 	var args []string
@@ -106,10 +107,21 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 
 	// The Deployment's arguments; only addresses a pod would own are moved to free loopback ports.
 	certDir := webhookCert(t, dir)
+	// The seed server's certificate where cert-manager would mount it, and the CA that the
+	// servers' firmware and image trust.
+	seedCertDir, err := testenv.WriteServingCert(filepath.Join(dir, "seed-certs"), "seed.rack.example")
+	g.Expect(err).NotTo(HaveOccurred())
+	seedCA, err := os.ReadFile(filepath.Join(seedCertDir, "tls.crt"))
+	g.Expect(err).NotTo(HaveOccurred())
+	seedCAs := x509.NewCertPool()
+	g.Expect(seedCAs.AppendCertsFromPEM(seedCA)).To(BeTrue())
+	seedClient := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: seedCAs, MinVersion: tls.VersionTLS12}}}
 	for i, a := range args {
 		switch {
 		case strings.HasPrefix(a, "--seed-bind-address="):
 			args[i] = "--seed-bind-address=" + seedAddr
+		case strings.HasPrefix(a, "--seed-cert-dir="):
+			args[i] = "--seed-cert-dir=" + seedCertDir
 		case strings.HasPrefix(a, "--metrics-bind-address="):
 			args[i] = "--metrics-bind-address=" + metricsAddr
 		}
@@ -133,12 +145,13 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 
 	t.Log("a control-plane Machine runs on a simulated server, reconciled by the binary as its ServiceAccount")
 	fleet, err := simulator.StartFleet(simulator.FleetOptions{Servers: 1, NamePrefix: "mgr", Password: bmcPassword, PowerLatency: 50 * time.Millisecond,
-		IPXEChainURL: "http://" + seedAddr + "/v1/ipxe"})
+		IPXEChainURL: "https://" + seedAddr + "/v1/ipxe", FirmwareRootCAs: seedCAs})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(fleet.Close)
 	kubelet, err := testenv.NewWatchClient(env.Config)
 	g.Expect(err).NotTo(HaveOccurred())
 	simOS := simos.New(kubelet)
+	simOS.RootCAs = seedCAs
 	simOS.Attach(fleet)
 
 	g.Expect(env.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "rack"}})).To(Succeed())
@@ -198,7 +211,9 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 		}
 	}
 	logs2, _ := startManager(t, bin, args2, kubeconfig)
-	g.Eventually(func() (int, error) { return httpStatus("http://" + seed2 + "/v1/rack/rack-cp/not-a-token/meta-data") }, time.Minute, 200*time.Millisecond).
+	g.Eventually(func() (int, error) {
+		return httpStatusWith(seedClient, "https://"+seed2+"/v1/rack/rack-cp/not-a-token/meta-data")
+	}, time.Minute, 200*time.Millisecond).
 		Should(Equal(http.StatusNotFound), "the standby replica does not serve the seed\n%s", logs2)
 
 	t.Log("the standby serves a live claim's seed: a second control-plane Machine on a server whose OS never boots keeps its seed")
@@ -215,11 +230,14 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 		g.Expect(env.Get(ctx, client.ObjectKey{Namespace: "rack", Name: seed.SecretName("rack-cp2")}, seedSecret)).To(Succeed())
 		g.Expect(fleet2.Servers[0].Stats().Boots).To(BeNumerically(">=", 1))
 	}, 2*time.Minute, 500*time.Millisecond).Should(Succeed(), func() string { return "manager log:\n" + logs.String() })
-	metaData := seed.Dir("http://"+seed2, "rack", "rack-cp2", string(seedSecret.Data[seed.KeyToken])) + "meta-data"
-	body, code, err := scrape(metaData, "")
+	metaData := seed.Dir("https://"+seed2, "rack", "rack-cp2", string(seedSecret.Data[seed.KeyToken])) + "meta-data"
+	resp, err := seedClient.Get(metaData) //nolint:noctx // test
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(code).To(Equal(http.StatusOK), "the standby's seed server: %s\n%s", body, logs2)
-	g.Expect(body).To(ContainSubstring("provider-id: redfish://rack/mgr-noos-0/rack-cp2"))
+	raw, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "the standby's seed server: %s\n%s", raw, logs2)
+	g.Expect(string(raw)).To(ContainSubstring("provider-id: redfish://rack/mgr-noos-0/rack-cp2"))
 
 	t.Log("the standby answers admission requests: the Service routes to every replica")
 	bad := host2.DeepCopy()
@@ -446,7 +464,11 @@ func admissionReview(t *testing.T, port string, h *infrav1.RedfishHost) *admissi
 }
 
 func httpStatus(url string) (int, error) {
-	resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(url) //nolint:noctx // a probe
+	return httpStatusWith(&http.Client{Timeout: 2 * time.Second}, url)
+}
+
+func httpStatusWith(c *http.Client, url string) (int, error) {
+	resp, err := c.Get(url) //nolint:noctx // a probe
 	if err != nil {
 		return 0, err
 	}

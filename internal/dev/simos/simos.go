@@ -11,6 +11,8 @@ package simos
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +39,9 @@ type OS struct {
 	// BootTime is how long the OS takes from the firmware handing over to the kubelet registering
 	// (or readying) its Node. Default 0. Set it before Attach.
 	BootTime time.Duration
+	// RootCAs are the certificates the image (and the BMC reading its media) trusts for HTTPS;
+	// nil: the system's. Set it before Attach.
+	RootCAs *x509.CertPool
 
 	mu        sync.Mutex
 	fetched   map[string][]string // server -> bootstrap data it fetched, in order
@@ -125,7 +130,7 @@ func (o *OS) boot(e simulator.BootEvent) {
 			o.fail(fmt.Errorf("%s: PXE boot without a NoCloud seed on the kernel command line %q", e.ServerID, e.KernelCmdline))
 			return
 		}
-		meta, userData, err = fetchSeed(ctx, dir)
+		meta, userData, err = o.fetchSeed(ctx, dir)
 	default:
 		o.diskBoot(ctx, e)
 		return
@@ -226,7 +231,7 @@ func (o *OS) seedFromMedia(ctx context.Context, e simulator.BootEvent) (string, 
 		if image == e.MediaImage {
 			continue // the boot CD: the OS image itself
 		}
-		data, err := get(ctx, image)
+		data, err := o.get(ctx, image)
 		if err != nil {
 			return "", "", fmt.Errorf("reading the medium in %s: %w", slot, err)
 		}
@@ -267,15 +272,15 @@ func seedFromCmdline(cmdline string) string {
 }
 
 // fetchSeed reads meta-data and user-data of a NoCloud-net seed folder.
-func fetchSeed(ctx context.Context, dir string) (string, string, error) {
+func (o *OS) fetchSeed(ctx context.Context, dir string) (string, string, error) {
 	if dir == "" {
 		return "", "", errors.New("no seed URL")
 	}
-	meta, err := get(ctx, dir+"meta-data")
+	meta, err := o.get(ctx, dir+"meta-data")
 	if err != nil {
 		return "", "", fmt.Errorf("meta-data: %w", err)
 	}
-	userData, err := get(ctx, dir+"user-data")
+	userData, err := o.get(ctx, dir+"user-data")
 	if err != nil {
 		return "", "", fmt.Errorf("user-data: %w", err)
 	}
@@ -294,9 +299,9 @@ func parseMeta(s string) map[string]string {
 
 // get reads url, retrying an answer that asks to (429, 503) after its Retry-After, up to ten
 // times, as cloud-init's url helper retries a NoCloud seed.
-func get(ctx context.Context, url string) (string, error) {
+func (o *OS) get(ctx context.Context, url string) (string, error) {
 	for attempt := 1; ; attempt++ {
-		body, retryAfter, err := getOnce(ctx, url)
+		body, retryAfter, err := o.getOnce(ctx, url)
 		if retryAfter == 0 || attempt == 10 {
 			return body, err
 		}
@@ -308,12 +313,17 @@ func get(ctx context.Context, url string) (string, error) {
 	}
 }
 
-func getOnce(ctx context.Context, url string) (string, time.Duration, error) {
+func (o *OS) getOnce(ctx context.Context, url string) (string, time.Duration, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return "", 0, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	c := http.DefaultClient
+	if o.RootCAs != nil {
+		c = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: o.RootCAs, MinVersion: tls.VersionTLS12}}}
+		defer c.CloseIdleConnections()
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		return "", 0, err
 	}
