@@ -57,28 +57,41 @@ type Options struct {
 	Namespace string
 }
 
-// RBAC of the manager, least privilege: our kinds, CAPI objects it reads, the Secrets holding BMC
-// credentials, bootstrap data and seeds, Events, and workload Nodes (through the kubeconfig).
+// RBAC of the manager, least privilege: each rule below says what uses it (the release's
+// ClusterRole is generated from these markers, and TestEveryRuleOfTheManagerRoleIsJustified
+// holds each to a comment). Nothing is updated whole: spec and status changes are patches
+// (optimistic locks where a decision rests on them), status updates only where a claim or a
+// maintenance stage is written under the object's resourceVersion.
 //
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishhosts;redfishmachines;redfishclusters;redfishremediations,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishremediations/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishjobs,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishjobs/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmaintenances;redfishmaintenancepolicies,verbs=get;list;watch;update;patch
+// Our kinds: watched and patched by their controllers (spec: finalizers, claims' records).
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishhosts;redfishmachines;redfishclusters;redfishremediations;redfishmaintenances;redfishmaintenancepolicies;redfishmaintenancesets;redfishjobs,verbs=get;list;watch;patch
+// Status of our kinds: patched by their controllers; a claim (hosts), a release and a
+// maintenance stage are written with update (conflict on a stale resourceVersion).
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishhosts/status;redfishmachines/status;redfishclusters/status;redfishremediations/status;redfishjobs/status;redfishmaintenances/status;redfishmaintenancepolicies/status;redfishmaintenancesets/status,verbs=update;patch
+// A maintenance creates the RedfishJobs of its tasks; a job ends itself after its TTL.
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishjobs,verbs=create;delete
+// A maintenance set creates its maintenances; a maintenance ends itself once done.
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmaintenances,verbs=create;delete
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmaintenancesets,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmaintenancesets/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmaintenancesets/finalizers;redfishmaintenances/finalizers,verbs=update
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmaintenances/status;redfishmaintenancepolicies/status,verbs=get;update;patch
+// Owner references with blockOwnerDeletion (what a cluster enforcing OwnerReferencesPermission
+// asks for) on what we create: a machine's seed Secret, a set's maintenances, a maintenance's jobs.
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmachines/finalizers;redfishmaintenancesets/finalizers;redfishmaintenances/finalizers,verbs=update
+// CAPI objects, read: a machine's Cluster and Machine, and a maintenance's budget across the
+// MachineDeployments and MachineSets of a cluster.
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;machines;machinesets;machinedeployments,verbs=get;list;watch
+// A maintenance marks a Machine (reuse annotation, patch) and has CAPI replace it (delete).
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=delete;patch
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishhosts/status;redfishmachines/status;redfishclusters/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=redfishmachinetemplates;redfishclustertemplates,verbs=get;list;watch
-// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status;machines;machines/status;machinesets;machinedeployments,verbs=get;list;watch
+// A nodeReuse reservation for a control plane names its object (any provider's kind): a host
+// checks that it still exists, reading its metadata only.
 // +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=*,verbs=get
-// Secrets: get/list/watch to read BMC credentials, CA bundles and image credentials (and the
-// metadata-only watch of their versions); create/delete for the seed Secrets of machines; patch
-// for the finalizer a host puts on its credentials Secret (credentials.redfishhost...).
+// Secrets. get: BMC credentials, CA bundles, image credentials, bootstrap data and seed Secrets,
+// each by name. list/watch: the two metadata-only informers (Secrets' versions, telling a host
+// its credentials changed; and the seed server's, of seed-typed Secrets only). RBAC cannot
+// narrow list/watch to metadata: a Secret's data is never cached. create/delete: the seed
+// Secret of each RedfishMachine, in its namespace (anywhere a RedfishMachine may be).
+// patch: the finalizer a host puts on its labelled credentials Secret. No update, no
+// deletecollection.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete;patch
+// Events about our objects (both APIs: CAPI's recorder and controller-runtime's).
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
