@@ -12,18 +12,24 @@ import (
 )
 
 func (c *client) bios(ctx context.Context) (*schemas.Bios, error) {
+	_, b, err := c.systemBios(ctx)
+	return b, err
+}
+
+// systemBios reads the system and its Bios resource.
+func (c *client) systemBios(ctx context.Context) (*schemas.ComputerSystem, *schemas.Bios, error) {
 	sys, err := c.system(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	b, err := sys.Bios()
 	if err != nil {
-		return nil, fmt.Errorf("reading BIOS: %w", classify(err))
+		return nil, nil, fmt.Errorf("reading BIOS: %w", classify(err))
 	}
 	if b == nil {
-		return nil, fmt.Errorf("%w: system %s has no Bios resource", ErrNotSupported, c.systemPath)
+		return nil, nil, fmt.Errorf("%w: system %s has no Bios resource", ErrNotSupported, c.systemPath)
 	}
-	return b, nil
+	return sys, b, nil
 }
 
 func (c *client) BIOSAttributes(ctx context.Context) (map[string]any, error) {
@@ -49,11 +55,11 @@ func (c *client) CheckBIOSAttributes(ctx context.Context, attrs map[string]any) 
 
 // checkedBios reads the Bios resource and checks attrs against its registry (or its attributes).
 func (c *client) checkedBios(ctx context.Context, attrs map[string]any) (*schemas.Bios, error) {
-	b, err := c.bios(ctx)
+	sys, b, err := c.systemBios(ctx)
 	if err != nil {
 		return nil, err
 	}
-	reg, err := c.attributeRegistry(ctx, b.AttributeRegistry)
+	reg, err := c.attributeRegistry(ctx, b.AttributeRegistry, sys.BiosVersion)
 	if err != nil {
 		return nil, err
 	}
@@ -97,17 +103,39 @@ func (c *client) SetBIOSAttributes(ctx context.Context, attrs map[string]any) er
 }
 
 // attributeRegistry finds the BIOS attribute registry the BMC publishes under /Registries; nil
-// when it publishes none (then the current attributes are the reference).
-func (c *client) attributeRegistry(ctx context.Context, name string) ([]schemas.Attributes, error) {
+// when it publishes none (then the current attributes are the reference). What it found (or that
+// it found none) is kept for this registry name and BIOS version.
+func (c *client) attributeRegistry(ctx context.Context, name, biosVersion string) ([]schemas.Attributes, error) {
 	if name == "" {
 		return nil, nil
 	}
+	key := name + "@" + biosVersion
+	c.registriesMu.Lock()
+	reg, ok := c.registries[key]
+	c.registriesMu.Unlock()
+	if ok {
+		return reg, nil
+	}
+	reg, err := c.readAttributeRegistry(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	c.registriesMu.Lock()
+	defer c.registriesMu.Unlock()
+	if c.registries == nil {
+		c.registries = map[string][]schemas.Attributes{}
+	}
+	c.registries[key] = reg
+	return reg, nil
+}
+
+func (c *client) readAttributeRegistry(ctx context.Context, name string) ([]schemas.Attributes, error) {
 	files, err := c.with(ctx).Service.Registries()
 	if err != nil {
 		return nil, nil //nolint:nilerr // a BMC without registries: fall back to the current attributes
 	}
 	for _, f := range files {
-		if f.ID != name && !strings.HasPrefix(name, f.Registry) && f.Registry != name {
+		if !registryMatches(name, f.ID) && !registryMatches(name, f.Registry) {
 			continue
 		}
 		for _, loc := range f.Location {
@@ -122,6 +150,28 @@ func (c *client) attributeRegistry(ctx context.Context, name string) ([]schemas.
 		}
 	}
 	return nil, nil
+}
+
+// registryMatches tells whether a registry file's Id or Registry names the registry a Bios
+// resource names as its AttributeRegistry, as Redfish clients match them: the same prefix and,
+// where both give one, the same major version (iDRAC names "BiosAttributeRegistry.v1_0_3" and
+// publishes "BiosAttributeRegistry.v1_0_0"; Supermicro names "BiosAttributeRegistry" alone;
+// Registry fields read "Prefix.1.0").
+func registryMatches(name, file string) bool {
+	if name == "" || file == "" {
+		return false
+	}
+	np, nv := registryPrefixMajor(name)
+	fp, fv := registryPrefixMajor(file)
+	return np == fp && (nv == "" || fv == "" || nv == fv)
+}
+
+// registryPrefixMajor splits "Prefix.v1_0_3" or "Prefix.1.0.3" into "Prefix" and "1".
+func registryPrefixMajor(s string) (string, string) {
+	prefix, version, _ := strings.Cut(s, ".")
+	version = strings.TrimPrefix(strings.TrimPrefix(version, "v"), "V")
+	major, _, _ := strings.Cut(strings.ReplaceAll(version, "_", "."), ".")
+	return prefix, major
 }
 
 // checkAttributes lists what the registry (or, without one, the current attributes) rejects.
@@ -164,7 +214,8 @@ func checkAttributes(reg []schemas.Attributes, current schemas.SettingsAttribute
 			allowed := make([]string, 0, len(def.Value))
 			for _, a := range def.Value {
 				allowed = append(allowed, a.ValueName)
-				ok = ok || a.ValueName == s
+				// Some BMCs report (and take) the display value rather than the value name.
+				ok = ok || a.ValueName == s || a.ValueDisplayName != "" && a.ValueDisplayName == s
 			}
 			if !ok {
 				problems = append(problems, fmt.Sprintf("%s: not one of %v", name, allowed))

@@ -1,10 +1,14 @@
 package bmc
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/stmcginnis/gofish/schemas"
+
+	"github.com/caprf/cluster-api-provider-redfish/simulator"
 )
 
 // What a BIOS-settings maintenance is refused for before anything happens: each problem named, no
@@ -42,5 +46,57 @@ func TestBIOSAttributesAreCheckedAgainstTheRegistryOrTheCurrentValues(t *testing
 	}
 	if !strings.Contains(got, "Turbo: unknown attribute") || strings.Contains(got, "AdminPassword") || strings.Contains(got, "s3cret") {
 		t.Errorf("problems %q: want Turbo unknown, a password attribute accepted and never printed", got)
+	}
+}
+
+// A BMC whose Bios resource names its registry differently from the registry file's Id (iDRAC a
+// later minor version, Supermicro the prefix alone) still has its values checked against that
+// registry, and the registry is read once per BIOS version, not on every check.
+func TestBIOSRegistryFoundByPrefixAndMajorVersionAndReadOnce(t *testing.T) {
+	for _, profile := range []string{"dmtf", "dell-idrac9", "supermicro-x13"} {
+		t.Run(profile, func(t *testing.T) {
+			ctx := context.Background()
+			s := newSim(t, simulator.Config{Profile: simulator.Profiles[profile]})
+			c := connectTo(t, s, Options{})
+			err := c.CheckBIOSAttributes(ctx, map[string]any{"BootMode": "Floppy"})
+			var bad *UnknownAttributesError
+			if !errors.As(err, &bad) || !strings.Contains(strings.Join(bad.Problems, ";"), "BootMode: not one of [Uefi LegacyBios]") {
+				t.Fatalf("an enum value the registry does not list = %v, want it refused by the registry", err)
+			}
+			first := s.Stats().Requests["GET"]
+			if err := c.CheckBIOSAttributes(ctx, map[string]any{"BootMode": "Uefi"}); err != nil {
+				t.Fatal(err)
+			}
+			if n := s.Stats().Requests["GET"] - first; n > 3 {
+				t.Errorf("a second check made %d GETs, want the system and its Bios (the registry kept)", n)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name, file string
+		want       bool
+	}{
+		{"BiosAttributeRegistry.v1_0_3", "BiosAttributeRegistry.v1_0_0", true},
+		{"BiosAttributeRegistry", "BiosAttributeRegistry.v1_0_0", true},
+		{"BiosAttributeRegistryP89.v1_0_0", "BiosAttributeRegistryP89.1.0", true},
+		{"BiosAttributeRegistry.v2_0_0", "BiosAttributeRegistry.v1_0_0", false},
+		{"BiosAttributeRegistryG9.v1_0_0", "BiosAttributeRegistry.v1_0_0", false},
+		{"Base.1.0", "", false},
+	} {
+		if got := registryMatches(tc.name, tc.file); got != tc.want {
+			t.Errorf("registryMatches(%q, %q) = %v, want %v", tc.name, tc.file, got, tc.want)
+		}
+	}
+}
+
+// Some BMCs report (and take) an enum's display value rather than its value name.
+func TestBIOSEnumDisplayValuesAreAccepted(t *testing.T) {
+	reg := []schemas.Attributes{{AttributeName: "BootMode", Type: schemas.EnumerationAttributeType,
+		Value: []schemas.AttributeValue{{ValueName: "Uefi", ValueDisplayName: "UEFI Mode"}, {ValueName: "LegacyBios", ValueDisplayName: "Legacy BIOS"}}}}
+	if p := checkAttributes(reg, nil, map[string]any{"BootMode": "UEFI Mode"}); len(p) != 0 {
+		t.Errorf("a display value refused: %v", p)
+	}
+	if p := checkAttributes(reg, nil, map[string]any{"BootMode": "Floppy Mode"}); len(p) != 1 {
+		t.Errorf("an unknown value accepted: %v", p)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -179,6 +180,11 @@ type client struct {
 	// changes of the system's boot settings, begun and ended: a read made across one is not used.
 	lastRead atomic.Pointer[systemRead]
 	changes  atomic.Uint64
+	// registries caches BIOS attribute registries by the name the Bios resource gives and the
+	// BIOS version (a flash may change the registry): reading one takes a request per registry
+	// file the BMC lists and the registry itself (a megabyte on some BMCs).
+	registriesMu sync.Mutex
+	registries   map[string][]schemas.Attributes
 }
 
 // systemRead is a read of the system, when it was made, and the client's changes count then.

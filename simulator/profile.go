@@ -50,6 +50,10 @@ type Profile struct {
 	// NoAttributeRegistry: the BMC publishes no BIOS attribute registry (the Bios resource still
 	// names one).
 	NoAttributeRegistry bool
+	// BiosRegistryName is the AttributeRegistry the Bios resource names (default the registry
+	// file's Id, "BiosAttributeRegistry.v1_0_0"): iDRAC names a later minor version than the
+	// file it publishes, Supermicro the prefix alone.
+	BiosRegistryName string
 	// NoApplyTime: the BIOS settings object advertises no SupportedApplyTimes and refuses a PATCH
 	// carrying @Redfish.SettingsApplyTime; settings apply on the next reset.
 	NoApplyTime bool
@@ -119,6 +123,13 @@ func (p Profile) sessionsPath() string {
 
 var defaultBootTargets = []string{"None", "Pxe", "Cd", "Hdd", "UefiHttp", "BiosSetup"}
 
+func (p Profile) biosRegistryName() string {
+	if p.BiosRegistryName == "" {
+		return "BiosAttributeRegistry.v1_0_0"
+	}
+	return p.BiosRegistryName
+}
+
 func (p Profile) bootTargets() []string {
 	if len(p.BootTargets) == 0 {
 		return defaultBootTargets
@@ -144,7 +155,7 @@ var Profiles = map[string]Profile{
 	// while after a power-off (a minute on real iDRACs, 2 s here); a small session table (the
 	// figure is the simulator's: real limits vary by model and firmware).
 	"dell-idrac9": {Name: "dell-idrac9", ETags: true, ActionsRefuseIfMatch: true, Media: "manager", PowerOnRefusedAfterOff: 2 * time.Second,
-		MaxSessions: 8, SessionLimitIDRAC: true},
+		MaxSessions: 8, SessionLimitIDRAC: true, BiosRegistryName: "BiosAttributeRegistry.v1_0_3"},
 	// Dell iDRAC 10, as far as modelled: the boot override only through the system's settings object.
 	"dell-idrac10": {Name: "dell-idrac10", BootOnlyInSettings: true, ETags: true},
 	// Lenovo XCC, as far as modelled: virtual media under the manager, inserted and ejected by
@@ -158,7 +169,7 @@ var Profiles = map[string]Profile{
 	// InsertMedia payload; a Boot PATCH needs Enabled and Target together; BIOS settings at Bios/SD;
 	// firmware only pushed (multipart), and finished tasks soon forgotten.
 	"supermicro-x13": {Name: "supermicro-x13", Media: "manager", StrictMediaPayload: true, BootPatchNeedsAll: true,
-		BiosSettings: "SD", PushUpdatesOnly: true, PurgeTasksAfter: time.Second},
+		BiosSettings: "SD", PushUpdatesOnly: true, PurgeTasksAfter: time.Second, BiosRegistryName: "BiosAttributeRegistry"},
 	// A bladed BMC: four systems, and no BIOS, NICs, virtual media or UpdateService; its session
 	// collection is not where most BMCs keep it.
 	"bladed": {Name: "bladed", Systems: 4, NoBios: true, NoNICs: true, Media: "none", NoUpdateService: true,

@@ -765,7 +765,7 @@ func (s *Server) biosResource() map[string]any {
 		delete(settings, "SupportedApplyTimes")
 	}
 	return map[string]any{"@odata.id": biosPath, "@odata.type": "#Bios.v1_2_1.Bios", "Id": "Bios", "Name": "BIOS Configuration",
-		"AttributeRegistry": "BiosAttributeRegistry.v1_0_0", "Attributes": attrs, "@Redfish.Settings": settings,
+		"AttributeRegistry": s.cfg.Profile.biosRegistryName(), "Attributes": attrs, "@Redfish.Settings": settings,
 		"Actions": map[string]any{"#Bios.ResetBios": map[string]any{"target": biosPath + "/Actions/Bios.ResetBios"}}}
 }
 
@@ -777,7 +777,7 @@ func (s *Server) biosSettings() map[string]any {
 		attrs[k] = v
 	}
 	return map[string]any{"@odata.id": s.cfg.Profile.biosSettingsLink(), "@odata.type": "#Bios.v1_2_1.Bios", "Id": "Settings",
-		"Name": "BIOS Pending Settings", "AttributeRegistry": "BiosAttributeRegistry.v1_0_0", "Attributes": attrs}
+		"Name": "BIOS Pending Settings", "AttributeRegistry": s.cfg.Profile.biosRegistryName(), "Attributes": attrs}
 }
 
 func (s *Server) patchBiosSettings(w http.ResponseWriter, r *http.Request) {
