@@ -2,6 +2,7 @@ package bmc
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -62,10 +63,11 @@ func (c *client) Inventory(ctx context.Context) (*infrav1.Inventory, error) {
 	}
 	if nics, err := sys.EthernetInterfaces(); err == nil {
 		for _, n := range nics {
-			// The server's own ports only: not VLAN sub-interfaces nor the BMC's host interface
-			// (EthernetInterfaceType Virtual), and by the address burnt in, which is what DHCP and the boot MAC
-			// see before an OS sets another (a bond).
-			if n.EthernetInterfaceType == schemas.VirtualEthernetDeviceType { // VLAN.VLANEnable is a physical port's own tagging
+			// The server's own ports only: not VLAN sub-interfaces (EthernetInterfaceType
+			// Virtual) nor the BMC's host interface (Virtual, or untyped and linked from
+			// Links.HostInterface, as most vendors list it), and by the address burnt in, which
+			// is what DHCP and the boot MAC see before an OS sets another (a bond).
+			if n.EthernetInterfaceType == schemas.VirtualEthernetDeviceType || linksHostInterface(n.RawData) { // VLAN.VLANEnable is a physical port's own tagging
 				continue
 			}
 			mac := n.PermanentMACAddress
@@ -120,4 +122,17 @@ func (c *client) Inventory(ctx context.Context) (*infrav1.Inventory, error) {
 		inv.BMCFirmwareVersion = managers[0].FirmwareVersion
 	}
 	return inv, nil
+}
+
+// linksHostInterface tells whether an EthernetInterface is the host side of the BMC's host
+// interface (Links.HostInterface set).
+func linksHostInterface(raw []byte) bool {
+	var ni struct {
+		Links struct {
+			HostInterface struct {
+				ID string `json:"@odata.id"`
+			} `json:"HostInterface"`
+		} `json:"Links"`
+	}
+	return json.Unmarshal(raw, &ni) == nil && ni.Links.HostInterface.ID != ""
 }

@@ -542,8 +542,11 @@ func (s *Server) nic(w http.ResponseWriter, r *http.Request) {
 		res["EthernetInterfaceType"], res["VLAN"] = "Virtual", map[string]any{"VLANEnable": true, "VLANId": 100}
 		writeJSON(w, 200, res)
 	case extra && id == "HostInterface":
+		// As Dell-, Lenovo- and Supermicro-shaped services list it: untyped, known only by its
+		// link to the manager's HostInterface.
 		res := nic("02:00:5e:10:00:01")
-		res["EthernetInterfaceType"], res["Name"], res["Description"] = "Virtual", "Manager Network Interface", "Redfish host interface to the BMC"
+		res["Name"], res["Description"] = "Manager Network Interface", "Redfish host interface to the BMC"
+		res["Links"] = map[string]any{"HostInterface": link(managerPath + "/HostInterfaces/1")}
 		writeJSON(w, 200, res)
 	default:
 		writeError(w, 404, "Base.1.8.ResourceMissingAtURI", "No such interface.")
