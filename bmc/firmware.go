@@ -14,6 +14,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,7 +105,11 @@ func (c *client) UpdateFirmware(ctx context.Context, imageURI string, target Fir
 			protocol = schemas.HTTPSTransferProtocolType
 		}
 		target := actionTarget(us.RawData, "#UpdateService.SimpleUpdate", us.ODataID)
-		body := map[string]any{"ImageURI": imageURI, "Targets": targets, "TransferProtocol": protocol}
+		listed, err := allowedUpdateTargets(us.RawData, targets, target)
+		if err != nil {
+			return "", err
+		}
+		body := map[string]any{"ImageURI": imageURI, "Targets": listed, "TransferProtocol": protocol}
 		if creds != nil {
 			body["Username"], body["Password"] = creds.Username, creds.Password
 		}
@@ -280,4 +285,29 @@ func imageClient(origin *url.URL, withCreds bool, opts Options) *http.Client {
 		}
 		return nil
 	}}
+}
+
+// allowedUpdateTargets holds SimpleUpdate's Targets to the action's Targets@Redfish.AllowableValues
+// when it lists them: the system or manager when listed, else the listed firmware inventory entry
+// of the same component (BIOS, or the BMC); a BMC listing neither cannot be told what to flash.
+func allowedUpdateTargets(raw []byte, targets []string, action string) ([]string, error) {
+	var us struct {
+		Actions map[string]struct {
+			Targets []string `json:"Targets@Redfish.AllowableValues"`
+		}
+	}
+	_ = json.Unmarshal(raw, &us)
+	allowed := us.Actions["#UpdateService.SimpleUpdate"].Targets
+	if len(allowed) == 0 || len(targets) == 0 || slices.Contains(allowed, targets[0]) {
+		return targets, nil
+	}
+	bmc := strings.Contains(targets[0], "/Managers/")
+	for _, a := range allowed {
+		id := strings.ToLower(path.Base(strings.TrimSuffix(a, "/")))
+		if bmc && (strings.Contains(id, "bmc") || strings.Contains(id, "idrac") || strings.Contains(id, "manager")) ||
+			!bmc && strings.Contains(id, "bios") {
+			return []string{a}, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %s takes Targets %v, none of them %s", ErrNotSupported, action, allowed, targets[0])
 }

@@ -796,3 +796,29 @@ func TestABootsRoundReadsTheSystemOnce(t *testing.T) {
 		})
 	}
 }
+
+// A BMC that lists SimpleUpdate's Targets@Redfish.AllowableValues is sent one of them: the
+// firmware inventory entry of the component when the system or manager is not listed; a BMC
+// listing nothing for the component is not flashed at all.
+func TestFirmwareUpdateTargetsAreTheOnesTheBMCLists(t *testing.T) {
+	ctx := context.Background()
+	s := newSim(t, simulator.Config{Profile: simulator.Profiles["lenovo-xcc"]})
+	c := connectTo(t, s, Options{})
+	for _, target := range []FirmwareTarget{FirmwareBIOS, FirmwareBMC} {
+		task, err := c.UpdateFirmware(ctx, "http://images.example/"+string(target)+"-2.1.bin", target, nil)
+		if err != nil {
+			t.Fatalf("%s update on a BMC listing its targets: %v", target, err)
+		}
+		waitFor(t, 10*time.Second, "the update task to complete", func() (bool, any) {
+			st, err := c.TaskStatus(ctx, task)
+			return err == nil && st.Done && !st.Failed, st
+		})
+	}
+	if n := s.Stats().SimpleUpdates; n != 2 {
+		t.Errorf("%d updates started, want 2", n)
+	}
+	raw := []byte(`{"Actions":{"#UpdateService.SimpleUpdate":{"Targets@Redfish.AllowableValues":["/redfish/v1/UpdateService/FirmwareInventory/NIC1"]}}}`)
+	if _, err := allowedUpdateTargets(raw, []string{"/redfish/v1/Systems/1"}, "SimpleUpdate"); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("a BMC listing no BIOS target = %v, want ErrNotSupported", err)
+	}
+}

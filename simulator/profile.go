@@ -44,6 +44,9 @@ type Profile struct {
 	// EthernetInterfaceType Virtual); and the NICs report a MACAddress the OS set (a bond)
 	// that differs from their PermanentMACAddress.
 	ExtraInterfaces bool
+	// UpdateTargetsListed: SimpleUpdate lists Targets@Redfish.AllowableValues (its firmware
+	// inventory entries, not the system or manager) and refuses any other target.
+	UpdateTargetsListed bool
 	// UpdateWithoutMonitor: SimpleUpdate answers 204 without a task monitor; the update still
 	// runs as a task of the TaskService.
 	UpdateWithoutMonitor bool
@@ -159,9 +162,10 @@ var Profiles = map[string]Profile{
 	// Dell iDRAC 10, as far as modelled: the boot override only through the system's settings object.
 	"dell-idrac10": {Name: "dell-idrac10", BootOnlyInSettings: true, ETags: true},
 	// Lenovo XCC, as far as modelled: virtual media under the manager, inserted and ejected by
-	// PATCH (no actions); ETags, and PATCHes refused without If-Match; BIOS settings at Bios/Pending.
+	// PATCH (no actions); ETags, and PATCHes refused without If-Match; BIOS settings at Bios/Pending;
+	// SimpleUpdate takes only the firmware inventory entries it lists as Targets.
 	"lenovo-xcc": {Name: "lenovo-xcc", Media: "manager", NoMediaActions: true, ETags: true, PatchRequiresIfMatch: true,
-		BiosSettings: "Pending"},
+		BiosSettings: "Pending", UpdateTargetsListed: true},
 	// HPE iLO 5, as far as modelled: boot overrides refused while the system is in POST; ETags;
 	// BIOS settings at bios/settings/; an update answered with a task monitor only.
 	"hpe-ilo5": {Name: "hpe-ilo5", BootLockedDuringPOST: time.Second, ETags: true, BiosSettings: "settings/", MonitorOnly: true},

@@ -208,6 +208,9 @@ func (s *Server) otherRoutes(mux *http.ServeMux, static staticFunc) {
 	})
 }
 
+// updateTargets are the SimpleUpdate Targets a BMC listing them (UpdateTargetsListed) takes.
+var updateTargets = []string{firmwarePath + "/BIOS", firmwarePath + "/BMC"}
+
 func (s *Server) updateRoutes(mux *http.ServeMux, static staticFunc) {
 	static(updatePath, func() map[string]any {
 		us := map[string]any{"@odata.id": updatePath, "@odata.type": "#UpdateService.v1_11_0.UpdateService", "Id": "UpdateService",
@@ -215,6 +218,9 @@ func (s *Server) updateRoutes(mux *http.ServeMux, static staticFunc) {
 			"Actions": map[string]any{"#UpdateService.SimpleUpdate": map[string]any{
 				"target": updatePath + "/Actions/UpdateService.SimpleUpdate",
 				"TransferProtocol@Redfish.AllowableValues": []string{"HTTP", "HTTPS"}}}}
+		if s.cfg.Profile.UpdateTargetsListed {
+			us["Actions"].(map[string]any)["#UpdateService.SimpleUpdate"].(map[string]any)["Targets@Redfish.AllowableValues"] = updateTargets
+		}
 		if s.cfg.Profile.PushUpdatesOnly {
 			delete(us, "Actions")
 			us["MultipartHttpPushUri"] = updatePath + "/upload"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"time"
 )
@@ -73,6 +74,14 @@ func (s *Server) simpleUpdate(w http.ResponseWriter, r *http.Request) {
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.ImageURI == "" {
 		writeError(w, 400, "Base.1.8.ActionParameterMissing", "The action SimpleUpdate requires the parameter ImageURI.")
 		return
+	}
+	if s.cfg.Profile.UpdateTargetsListed {
+		for _, t := range body.Targets {
+			if !slices.Contains(updateTargets, t) {
+				writeError(w, 400, "Base.1.8.ActionParameterValueNotInList", fmt.Sprintf("The value %s for the parameter Targets is not in the list of acceptable values.", t))
+				return
+			}
+		}
 	}
 	s.mu.Lock()
 	s.stats.ImageUsers = append(s.stats.ImageUsers, body.Username)
