@@ -201,16 +201,20 @@ func (c *client) eject(ctx context.Context, m *schemas.VirtualMedia) error {
 }
 
 // seedOnlySlot returns the device a seed volume goes into when the OS image boots another way
-// (UEFI HTTP): a device made for data first, else a CD; nil when the BMC offers none.
-func (c *client) seedOnlySlot(ctx context.Context) (*schemas.VirtualMedia, error) {
+// (UEFI HTTP): a free device (or one holding seed already) before one holding something else, a
+// device made for data before a CD; nil when the BMC offers none.
+func (c *client) seedOnlySlot(ctx context.Context, seed string) (*schemas.VirtualMedia, error) {
 	media, err := c.virtualMedia(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, types := range [][]schemas.VirtualMediaType{{schemas.USBStickVirtualMediaType, schemas.FloppyVirtualMediaType}, cdTypes} {
-		for _, m := range media {
-			if offers(m, types...) {
-				return m, nil
+	free := func(m *schemas.VirtualMedia) bool { return m.Inserted == nil || !*m.Inserted || m.Image == seed }
+	for _, onlyFree := range []bool{true, false} {
+		for _, types := range [][]schemas.VirtualMediaType{{schemas.USBStickVirtualMediaType, schemas.FloppyVirtualMediaType}, cdTypes} {
+			for _, m := range media {
+				if offers(m, types...) && (!onlyFree || free(m)) {
+					return m, nil
+				}
 			}
 		}
 	}
@@ -221,7 +225,7 @@ func (c *client) InsertMedia(ctx context.Context, image, seed string) error {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
 	if image == "" {
-		m, err := c.seedOnlySlot(ctx)
+		m, err := c.seedOnlySlot(ctx, seed)
 		switch {
 		case err != nil:
 			return err

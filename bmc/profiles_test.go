@@ -822,3 +822,32 @@ func TestFirmwareUpdateTargetsAreTheOnesTheBMCLists(t *testing.T) {
 		t.Errorf("a BMC listing no BIOS target = %v, want ErrNotSupported", err)
 	}
 }
+
+// A seed inserted alone (a UEFI HTTP boot) goes into a free device: what another device holds
+// stays where it is.
+func TestASeedAloneGoesIntoAFreeDeviceWithoutEvictingAnother(t *testing.T) {
+	ctx := context.Background()
+	s := newSim(t, simulator.Config{Profile: simulator.Profiles["dmtf"]})
+	c := connectTo(t, s, Options{})
+	// Something already in the USB stick (the device a seed prefers), the CD free.
+	if err := c.InsertMedia(ctx, "", "http://images.example/rescue.img"); err != nil {
+		t.Fatal(err)
+	}
+	if m := s.Media(); m["USB1"] != "http://images.example/rescue.img" {
+		t.Fatalf("media %v, want the image in USB1", m)
+	}
+	seed := "https://seed.example/v1/ns/m/tok/cidata.iso"
+	if err := c.InsertMedia(ctx, "", seed); err != nil {
+		t.Fatal(err)
+	}
+	if m := s.Media(); m["USB1"] != "http://images.example/rescue.img" || m["CD1"] != seed {
+		t.Errorf("media %v, want the seed in the free CD1 and USB1 untouched", m)
+	}
+	// Inserted again (a retried round): it stays where it is.
+	if err := c.InsertMedia(ctx, "", seed); err != nil {
+		t.Fatal(err)
+	}
+	if m := s.Media(); m["USB1"] != "http://images.example/rescue.img" || m["CD1"] != seed {
+		t.Errorf("media %v after inserting the seed again", m)
+	}
+}
