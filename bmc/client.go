@@ -198,14 +198,30 @@ type systemRead struct {
 // recentSystem).
 const bootReadMaxAge = 10 * time.Second
 
-// Connect creates a client: it reads the service root and, when the address names no system,
-// discovers the only system the BMC manages. Credentials are checked on first use (see Check).
-func Connect(ctx context.Context, t Target, opts Options) (Client, error) {
+// Standalone is a client of its own (not a pool's): Close logs its session out.
+type Standalone interface {
+	Client
+	// Close logs the session out (waiting at most 10 seconds) and closes idle connections.
+	Close()
+}
+
+// Connect creates a client outside any pool: it reads the service root and, when the address
+// names no system, discovers the only system the BMC manages. Credentials are checked on first
+// use (see Check). Close it when done, or its session stays on the BMC until it times out (BMCs
+// hold a handful).
+func Connect(ctx context.Context, t Target, opts Options) (Standalone, error) {
 	c, err := connect(ctx, t, opts, nil)
 	if err != nil {
 		return nil, err
 	}
-	return c, nil
+	return standalone{c}, nil
+}
+
+type standalone struct{ *client }
+
+func (s standalone) Close() {
+	s.close(10 * time.Second)
+	s.tr.closeIdle()
 }
 
 // connect makes a client whose transport uses br (a new breaker when nil): the pool passes the

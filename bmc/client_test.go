@@ -559,3 +559,22 @@ func TestAResetTheSystemDoesNotAllowIsNotSent(t *testing.T) {
 		t.Errorf("%d resets posted to the blade, want 1 (the power-on)", n)
 	}
 }
+
+// A client made by Connect (outside a pool) logs its session out when closed.
+func TestConnectedClientLogsOutOnClose(t *testing.T) {
+	s := newSim(t, simulator.Config{})
+	c, err := Connect(context.Background(), target(s), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.ActiveSessions(); n != 1 {
+		t.Fatalf("%d sessions after the first request, want 1", n)
+	}
+	c.Close()
+	if n := s.ActiveSessions(); n != 0 {
+		t.Errorf("%d sessions left on the BMC after Close", n)
+	}
+}
