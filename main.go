@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"net"
@@ -34,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/bmc"
 	"github.com/caprf/cluster-api-provider-redfish/controllers"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
@@ -54,6 +56,8 @@ type flags struct {
 	syncPeriod              time.Duration
 	bmcCheckInterval        time.Duration
 	biosSetupWait           time.Duration
+	softPowerOffTimeout     time.Duration
+	imageCAFile             string
 	orphanGracePeriod       time.Duration
 	restoreGracePeriod      time.Duration
 	webhookPort             int
@@ -84,6 +88,8 @@ func main() {
 	fs.IntVar(&f.burst, "kube-api-burst", 400, "Maximum burst to the management cluster API server.")
 	fs.DurationVar(&f.orphanGracePeriod, "orphan-grace-period", 2*time.Minute, "How long a claimed host's RedfishMachine may be missing (outside a paused Cluster) before the host releases the claim.")
 	fs.DurationVar(&f.restoreGracePeriod, "restore-grace-period", 2*time.Minute, "How long a host recreated without status (clusterctl move, a restore) waits for its machine: a host found powered on before it is offered, a host whose claim record names a machine before it is powered off and erased.")
+	fs.DurationVar(&f.softPowerOffTimeout, "soft-power-off-timeout", 5*time.Minute, "How long a server pressed once for a graceful shutdown may take to turn off before it is forced off.")
+	fs.StringVar(&f.imageCAFile, "firmware-image-ca-file", "", "PEM bundle of the CAs that sign the HTTPS image servers the manager downloads firmware from to push it to a BMC (added to the system's).")
 	fs.DurationVar(&f.biosSetupWait, "bios-setup-wait", 3*time.Minute, "How long a firmware or BIOS-settings maintenance leaves a host in POST before powering it off, when its BMC reports no boot progress (BootProgress SetupEntered ends the wait on BMCs that do).")
 	fs.DurationVar(&f.bmcCheckInterval, "bmc-check-interval", time.Minute, "How often a settled host re-reads its BMC (BMCReachable and power state); a power transition is re-read sooner, with backoff.")
 	fs.DurationVar(&f.syncPeriod, "sync-period", 10*time.Minute, "Minimum interval at which watched objects are reconciled.")
@@ -184,6 +190,21 @@ func run(ctx context.Context, f flags) error {
 		return fmt.Errorf("creating cluster cache: %w", err)
 	}
 
+	var bmcOpts bmc.Options
+	if f.imageCAFile != "" {
+		pem, err := os.ReadFile(f.imageCAFile)
+		if err != nil {
+			return fmt.Errorf("--firmware-image-ca-file: %w", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("--firmware-image-ca-file %s holds no PEM certificate", f.imageCAFile)
+		}
+		bmcOpts.ImageRootCAs = pool
+	}
 	listen := func() (net.Listener, error) { return net.Listen("tcp", f.seedAddr) }
 	if strings.HasPrefix(f.seedURL, "https://") {
 		wrap, err := provider.SeedTLS(mgr, f.seedCertDir)
@@ -199,15 +220,17 @@ func run(ctx context.Context, f flags) error {
 		}
 	}
 	if err := provider.Setup(ctx, mgr, listen, controllers.Options{
-		SeedBaseURL:        f.seedURL,
-		BMCCheckInterval:   f.bmcCheckInterval,
-		BIOSSetupWait:      f.biosSetupWait,
-		OrphanGracePeriod:  f.orphanGracePeriod,
-		RestoreGracePeriod: f.restoreGracePeriod,
-		Maintenance:        f.featureGates["Maintenance"],
-		Controller:         controller.Options{MaxConcurrentReconciles: f.concurrency, UsePriorityQueue: ptr.To(true)},
-		Namespace:          f.watchNamespace,
-		ClusterCache:       cc,
+		SeedBaseURL:         f.seedURL,
+		BMCCheckInterval:    f.bmcCheckInterval,
+		BIOSSetupWait:       f.biosSetupWait,
+		SoftPowerOffTimeout: f.softPowerOffTimeout,
+		BMC:                 bmcOpts,
+		OrphanGracePeriod:   f.orphanGracePeriod,
+		RestoreGracePeriod:  f.restoreGracePeriod,
+		Maintenance:         f.featureGates["Maintenance"],
+		Controller:          controller.Options{MaxConcurrentReconciles: f.concurrency, UsePriorityQueue: ptr.To(true)},
+		Namespace:           f.watchNamespace,
+		ClusterCache:        cc,
 	}); err != nil {
 		return err
 	}

@@ -52,6 +52,9 @@ type Options struct {
 	// BIOSSetupWait is how long a maintenance leaves a host whose BMC reports no boot progress in
 	// POST to write a staged BIOS image or settings (default 3m).
 	BIOSSetupWait time.Duration
+	// SoftPowerOffTimeout is how long a server pressed once for a graceful shutdown may take to
+	// turn off before it is forced off (default 5m).
+	SoftPowerOffTimeout time.Duration
 	// Namespace restricts the metadata-only watch of Secrets (which tells the host controller
 	// when BMC credentials changed) to the manager's namespace; empty: all namespaces.
 	Namespace string
@@ -135,7 +138,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), SecretVersions: secretVersions, BMCs: host.FromPool(pool), SeedBaseURL: opts.SeedBaseURL,
 		Recorder: mgr.GetEventRecorder("redfishhost-controller"), PollInterval: opts.PollInterval,
 		RetryInterval: opts.BMCRetryInterval, CheckInterval: opts.BMCCheckInterval, OrphanGracePeriod: opts.OrphanGracePeriod,
-		RestoreGracePeriod: opts.RestoreGracePeriod,
+		RestoreGracePeriod: opts.RestoreGracePeriod, SoftPowerOffTimeout: opts.SoftPowerOffTimeout,
 	}
 	if err := hosts.SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 		return err

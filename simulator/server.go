@@ -237,7 +237,11 @@ func (s *Server) Address() string {
 }
 
 // Credentials returns the username and password the BMC accepts.
-func (s *Server) Credentials() (string, string) { return s.cfg.Username, s.cfg.Password }
+func (s *Server) Credentials() (string, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.Username, s.cfg.Password
+}
 
 // CACertPEM returns the PEM certificate of a TLS server (nil for HTTP).
 func (s *Server) CACertPEM() []byte {
@@ -375,8 +379,18 @@ func (s *Server) authenticate(r *http.Request) bool {
 }
 
 func (s *Server) checkPassword(user, pass string) bool {
-	return subtle.ConstantTimeCompare([]byte(user), []byte(s.cfg.Username)) == 1 &&
-		subtle.ConstantTimeCompare([]byte(pass), []byte(s.cfg.Password)) == 1
+	wantUser, wantPass := s.Credentials()
+	return subtle.ConstantTimeCompare([]byte(user), []byte(wantUser)) == 1 &&
+		subtle.ConstantTimeCompare([]byte(pass), []byte(wantPass)) == 1
+}
+
+// SetPassword changes the password the BMC accepts and ends every session, as an administrator
+// rotating it does.
+func (s *Server) SetPassword(password string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg.Password = password
+	s.sessions = map[string]*session{}
 }
 
 // HoldSessions opens n sessions as other clients (a monitoring agent, a person's browser) would,

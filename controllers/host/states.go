@@ -621,7 +621,7 @@ func (r *Reconciler) clean(ctx context.Context, s *scope) (ctrl.Result, error) {
 			return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
 		case errors.Is(err, bmc.ErrNothingToErase):
 			cleaned(metav1.ConditionFalse, infrav1.NothingToEraseReason,
-				"Cannot clean through this BMC (%s); the host stays out of the pool. Erase it out of band, then delete and register the RedfishHost again; or provision it with automatedCleaningMode: Disabled", err)
+				"Cannot clean through this BMC (%s); the host stays out of the pool. Erase it out of band, then list its drives' serials in spec.unerasedDrivesAccepted (or delete and register the RedfishHost again); or provision it with automatedCleaningMode: Disabled", err)
 			return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
 		case err != nil:
 			cleaned(metav1.ConditionFalse, infrav1.EraseFailedReason, "Starting the erase failed, retrying: %s", err)

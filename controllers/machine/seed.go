@@ -20,6 +20,9 @@ import (
 // owned by the RedfishMachine). Once the Node joined the Secret is gone for good.
 func (r *Reconciler) ensureSeed(ctx context.Context, s *scope) (ctrl.Result, error) {
 	rm := s.rm
+	if s.host == nil || s.host.Status.Claim == nil {
+		return ctrl.Result{}, nil // no host of this machine's (a claim lost): nothing to boot
+	}
 	if rm.Spec.ProviderID == "" {
 		rm.Spec.ProviderID = claim.ProviderID(rm.Namespace, s.host.Name, rm.Name)
 	}

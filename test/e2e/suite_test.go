@@ -91,7 +91,8 @@ var _ = BeforeSuite(func() {
 	}
 
 	env, err = testenv.Start(ctx, testenv.Options{
-		Logger: &logger,
+		Logger:     &logger,
+		WrapClient: apiFaults.wrap,
 		SetupProvider: func(ctx context.Context, mgr ctrl.Manager, cc clustercache.ClusterCache) error {
 			wrap, err := provider.SeedTLS(mgr, certDir)
 			if err != nil {

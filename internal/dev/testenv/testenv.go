@@ -88,6 +88,11 @@ type Options struct {
 	QPS   float32
 	Burst int
 
+	// WrapClient, when set, wraps the manager's client (the one every controller and Environment
+	// use; not the API reader): a test injects API-server faults through it, such as an answer
+	// lost after the write landed, or a cache that lags.
+	WrapClient func(client.Client) client.Client
+
 	// MetricsBindAddress serves the manager's Prometheus metrics (plain HTTP) there, e.g.
 	// 127.0.0.1:8080. Default: no metrics endpoint.
 	MetricsBindAddress string
@@ -253,11 +258,18 @@ func (e *Environment) startManager() error {
 		cfg.QPS, cfg.Burst = e.opts.QPS, e.opts.Burst
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  e.scheme,
-		Metrics:                 metricsserver.Options{BindAddress: cmp.Or(e.opts.MetricsBindAddress, "0")},
-		HealthProbeBindAddress:  "0",
-		Cache:                   setup.ManagerCacheOptions(e.scheme, controllerName, "", 10*time.Minute),
-		Client:                  setup.ManagerClientOptions(),
+		Scheme:                 e.scheme,
+		Metrics:                metricsserver.Options{BindAddress: cmp.Or(e.opts.MetricsBindAddress, "0")},
+		HealthProbeBindAddress: "0",
+		Cache:                  setup.ManagerCacheOptions(e.scheme, controllerName, "", 10*time.Minute),
+		Client:                 setup.ManagerClientOptions(),
+		NewClient: func(config *rest.Config, options client.Options) (client.Client, error) {
+			c, err := client.New(config, options)
+			if err != nil || e.opts.WrapClient == nil {
+				return c, err
+			}
+			return e.opts.WrapClient(c), nil
+		},
 		GracefulShutdownTimeout: ptr.To(shutdownTimeout), // see stopManager
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host:    e.env.WebhookInstallOptions.LocalServingHost,
