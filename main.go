@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -67,6 +66,8 @@ type flags struct {
 	clusterCacheConcurrency int
 	seedAddr, seedURL       string
 	seedCertDir             string
+	seedRate                float64
+	seedBurst               int
 	seedInsecureHTTP        bool
 	featureGates            map[string]bool
 	profilerAddr            string
@@ -101,6 +102,8 @@ func main() {
 	fs.StringVar(&f.seedAddr, "seed-bind-address", ":8082", "Address the seed server (bootstrap data for booting hosts) listens on.")
 	fs.StringVar(&f.seedURL, "seed-url", "", "URL hosts reach the seed server at, e.g. https://seed.rack.example:30082 (required: hosts boot from it).")
 	fs.StringVar(&f.seedCertDir, "seed-cert-dir", "", "Folder holding the seed server's TLS certificate (tls.crt, tls.key; reloaded when renewed). Required for an https --seed-url: bootstrap data carries cluster CA keys.")
+	fs.Float64Var(&f.seedRate, "seed-rate", 50, "Seed requests per second allowed from one source address (a rack behind a NAT, or a NodePort Service that does not keep source addresses, is one source).")
+	fs.IntVar(&f.seedBurst, "seed-burst", 500, "Seed requests one source address may make in a burst.")
 	fs.BoolVar(&f.seedInsecureHTTP, "seed-insecure-http", false, "Serve seeds over plain HTTP (an http --seed-url): bootstrap data, cluster CA keys included, then crosses the provisioning network in clear text.")
 	fs.StringVar(&f.profilerAddr, "profiler-address", "", "Serve Go's pprof profiles (/debug/pprof/) on this loopback address, e.g. 127.0.0.1:6060 (default: off; unauthenticated, so other addresses are refused).")
 	fs.BoolVar(&f.insecureDiagnostics, "insecure-diagnostics", false, "Serve the metrics endpoint over plain HTTP without authentication (local runs and benchmarks; --metrics-bind-address must then be a loopback address).")
@@ -206,7 +209,7 @@ func run(ctx context.Context, f flags) error {
 		bmcOpts.ImageRootCAs = pool
 	}
 	listen := func() (net.Listener, error) { return net.Listen("tcp", f.seedAddr) }
-	if strings.HasPrefix(f.seedURL, "https://") {
+	if u, _ := url.Parse(f.seedURL); u != nil && u.Scheme == "https" { // checkSeedFlags parsed it
 		wrap, err := provider.SeedTLS(mgr, f.seedCertDir)
 		if err != nil {
 			return err
@@ -224,6 +227,8 @@ func run(ctx context.Context, f flags) error {
 		BMCCheckInterval:    f.bmcCheckInterval,
 		BIOSSetupWait:       f.biosSetupWait,
 		SoftPowerOffTimeout: f.softPowerOffTimeout,
+		SeedRate:            f.seedRate,
+		SeedBurst:           f.seedBurst,
 		BMC:                 bmcOpts,
 		OrphanGracePeriod:   f.orphanGracePeriod,
 		RestoreGracePeriod:  f.restoreGracePeriod,

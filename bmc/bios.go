@@ -49,33 +49,58 @@ func (c *client) BIOSAttributes(ctx context.Context) (map[string]any, error) {
 func (c *client) CheckBIOSAttributes(ctx context.Context, attrs map[string]any) error {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
-	_, err := c.checkedBios(ctx, attrs)
+	_, _, err := c.checkedBios(ctx, attrs)
 	return err
 }
 
 // checkedBios reads the Bios resource and checks attrs against its registry (or its attributes).
-func (c *client) checkedBios(ctx context.Context, attrs map[string]any) (*schemas.Bios, error) {
+func (c *client) checkedBios(ctx context.Context, attrs map[string]any) (*schemas.Bios, []schemas.Attributes, error) {
 	sys, b, err := c.systemBios(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	reg, err := c.attributeRegistry(ctx, b.AttributeRegistry, sys.BiosVersion)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if problems := checkAttributes(reg, b.Attributes, attrs); len(problems) > 0 {
-		return nil, &UnknownAttributesError{Problems: problems}
+		return nil, nil, &UnknownAttributesError{Problems: problems}
 	}
-	return b, nil
+	return b, reg, nil
+}
+
+// valueNames returns attrs with any enum given by its display value replaced by the registry's
+// value name, which is what a PATCH of the settings object takes.
+func valueNames(reg []schemas.Attributes, attrs map[string]any) map[string]any {
+	out := make(map[string]any, len(attrs))
+	for name, v := range attrs {
+		out[name] = v
+		s, ok := v.(string)
+		if !ok {
+			continue
+		}
+		for i := range reg {
+			if reg[i].AttributeName != name || reg[i].Type != schemas.EnumerationAttributeType {
+				continue
+			}
+			for _, a := range reg[i].Value {
+				if a.ValueName != s && a.ValueDisplayName != "" && a.ValueDisplayName == s {
+					out[name] = a.ValueName
+				}
+			}
+		}
+	}
+	return out
 }
 
 func (c *client) SetBIOSAttributes(ctx context.Context, attrs map[string]any) error {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
-	b, err := c.checkedBios(ctx, attrs)
+	b, reg, err := c.checkedBios(ctx, attrs)
 	if err != nil {
 		return err
 	}
+	attrs = valueNames(reg, attrs)
 	raw, _, err := c.raw(ctx, b.ODataID)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", b.ODataID, err)
@@ -116,9 +141,9 @@ func (c *client) attributeRegistry(ctx context.Context, name, biosVersion string
 	if ok {
 		return reg, nil
 	}
-	reg, err := c.readAttributeRegistry(ctx, name)
-	if err != nil {
-		return nil, err
+	reg, keep, err := c.readAttributeRegistry(ctx, name)
+	if err != nil || !keep {
+		return reg, err
 	}
 	c.registriesMu.Lock()
 	defer c.registriesMu.Unlock()
@@ -129,10 +154,12 @@ func (c *client) attributeRegistry(ctx context.Context, name, biosVersion string
 	return reg, nil
 }
 
-func (c *client) readAttributeRegistry(ctx context.Context, name string) ([]schemas.Attributes, error) {
+// readAttributeRegistry reads the registry named name; keep says whether what it found (or that
+// it found none) may be kept: not after a failed listing.
+func (c *client) readAttributeRegistry(ctx context.Context, name string) (reg []schemas.Attributes, keep bool, err error) {
 	files, err := c.with(ctx).Service.Registries()
 	if err != nil {
-		return nil, nil //nolint:nilerr // a BMC without registries: fall back to the current attributes
+		return nil, false, nil //nolint:nilerr // a BMC without registries: fall back to the current attributes (this time)
 	}
 	for _, f := range files {
 		if !registryMatches(name, f.ID) && !registryMatches(name, f.Registry) {
@@ -144,12 +171,12 @@ func (c *client) readAttributeRegistry(ctx context.Context, name string) ([]sche
 			}
 			reg, err := schemas.GetAttributeRegistry(c.with(ctx), loc.URI)
 			if err != nil {
-				return nil, fmt.Errorf("reading attribute registry %s: %w", loc.URI, classify(err))
+				return nil, false, fmt.Errorf("reading attribute registry %s: %w", loc.URI, classify(err))
 			}
-			return reg.RegistryEntries.Attributes, nil
+			return reg.RegistryEntries.Attributes, true, nil
 		}
 	}
-	return nil, nil
+	return nil, true, nil
 }
 
 // registryMatches tells whether a registry file's Id or Registry names the registry a Bios

@@ -99,4 +99,8 @@ func TestBIOSEnumDisplayValuesAreAccepted(t *testing.T) {
 	if p := checkAttributes(reg, nil, map[string]any{"BootMode": "Floppy Mode"}); len(p) != 1 {
 		t.Errorf("an unknown value accepted: %v", p)
 	}
+	// Staged as the value name the settings object takes.
+	if got := valueNames(reg, map[string]any{"BootMode": "UEFI Mode", "Other": 3}); got["BootMode"] != "Uefi" || got["Other"] != 3 {
+		t.Errorf("staged %v, want BootMode Uefi", got)
+	}
 }

@@ -288,8 +288,10 @@ func imageClient(origin *url.URL, withCreds bool, opts Options) *http.Client {
 }
 
 // allowedUpdateTargets holds SimpleUpdate's Targets to the action's Targets@Redfish.AllowableValues
-// when it lists them: the system or manager when listed, else the listed firmware inventory entry
-// of the same component (BIOS, or the BMC); a BMC listing neither cannot be told what to flash.
+// when it lists them: the system or manager when listed, else the one listed firmware inventory
+// entry named for the component (BIOS; BMC or iDRAC), never a backup, recovery or previous bank.
+// None, or more than one, and the BMC cannot be told what to flash: ErrNotSupported (a flash of
+// the wrong component, or of a backup bank retried for ever, is worse than none).
 func allowedUpdateTargets(raw []byte, targets []string, action string) ([]string, error) {
 	var us struct {
 		Actions map[string]struct {
@@ -301,13 +303,26 @@ func allowedUpdateTargets(raw []byte, targets []string, action string) ([]string
 	if len(allowed) == 0 || len(targets) == 0 || slices.Contains(allowed, targets[0]) {
 		return targets, nil
 	}
-	bmc := strings.Contains(targets[0], "/Managers/")
+	names := []string{"bios"}
+	if strings.Contains(targets[0], "/Managers/") {
+		names = []string{"bmc", "idrac"}
+	}
+	var fit []string
 	for _, a := range allowed {
 		id := strings.ToLower(path.Base(strings.TrimSuffix(a, "/")))
-		if bmc && (strings.Contains(id, "bmc") || strings.Contains(id, "idrac") || strings.Contains(id, "manager")) ||
-			!bmc && strings.Contains(id, "bios") {
-			return []string{a}, nil
+		if strings.Contains(id, "backup") || strings.Contains(id, "recovery") || strings.Contains(id, "previous") ||
+			strings.Contains(id, "golden") || strings.Contains(id, "standby") {
+			continue
+		}
+		for _, n := range names {
+			if strings.Contains(id, n) {
+				fit = append(fit, a)
+				break
+			}
 		}
 	}
-	return nil, fmt.Errorf("%w: %s takes Targets %v, none of them %s", ErrNotSupported, action, allowed, targets[0])
+	if len(fit) != 1 {
+		return nil, fmt.Errorf("%w: %s takes Targets %v: not %s, and %d entries look like it", ErrNotSupported, action, allowed, targets[0], len(fit))
+	}
+	return fit, nil
 }

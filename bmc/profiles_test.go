@@ -817,9 +817,27 @@ func TestFirmwareUpdateTargetsAreTheOnesTheBMCLists(t *testing.T) {
 	if n := s.Stats().SimpleUpdates; n != 2 {
 		t.Errorf("%d updates started, want 2", n)
 	}
-	raw := []byte(`{"Actions":{"#UpdateService.SimpleUpdate":{"Targets@Redfish.AllowableValues":["/redfish/v1/UpdateService/FirmwareInventory/NIC1"]}}}`)
-	if _, err := allowedUpdateTargets(raw, []string{"/redfish/v1/Systems/1"}, "SimpleUpdate"); !errors.Is(err, ErrNotSupported) {
-		t.Errorf("a BMC listing no BIOS target = %v, want ErrNotSupported", err)
+	const fw = "/redfish/v1/UpdateService/FirmwareInventory/"
+	for _, tc := range []struct {
+		listed []string
+		target string
+		want   string // "" for ErrNotSupported
+	}{
+		{[]string{fw + "NIC1"}, "/redfish/v1/Systems/1", ""},
+		{[]string{fw + "Backup_BIOS", fw + "BIOS"}, "/redfish/v1/Systems/1", fw + "BIOS"},
+		{[]string{fw + "Backup_BIOS"}, "/redfish/v1/Systems/1", ""},
+		{[]string{fw + "BMC-Backup", fw + "PowerManagerFW", fw + "BMC"}, "/redfish/v1/Managers/1", fw + "BMC"},
+		{[]string{fw + "BIOS", fw + "BIOS2"}, "/redfish/v1/Systems/1", ""}, // two look like it: which one?
+		{[]string{fw + "iDRAC.Embedded.1"}, "/redfish/v1/Managers/iDRAC.Embedded.1", fw + "iDRAC.Embedded.1"},
+	} {
+		raw, _ := json.Marshal(map[string]any{"Actions": map[string]any{"#UpdateService.SimpleUpdate": map[string]any{"Targets@Redfish.AllowableValues": tc.listed}}})
+		got, err := allowedUpdateTargets(raw, []string{tc.target}, "SimpleUpdate")
+		switch {
+		case tc.want == "" && !errors.Is(err, ErrNotSupported):
+			t.Errorf("%v for %s = %v, %v; want ErrNotSupported", tc.listed, tc.target, got, err)
+		case tc.want != "" && (err != nil || len(got) != 1 || got[0] != tc.want):
+			t.Errorf("%v for %s = %v, %v; want %s", tc.listed, tc.target, got, err, tc.want)
+		}
 	}
 }
 

@@ -34,6 +34,9 @@ type Options struct {
 	BMC bmc.Options
 	// SeedBaseURL is the URL hosts reach the seed server at.
 	SeedBaseURL string
+	// SeedRate and SeedBurst limit seed requests per source address (default 50/s, burst 500).
+	SeedRate  float64
+	SeedBurst int
 	// PollInterval is how often waiting objects look again (default 2s).
 	PollInterval time.Duration
 	// BMCRetryInterval is how long a host with an unusable BMC waits before retrying (default 30s).

@@ -10,6 +10,7 @@ import (
 	"net"
 	"path/filepath"
 
+	"golang.org/x/time/rate"
 	"k8s.io/client-go/rest"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -72,14 +73,15 @@ func seedServer(mgr ctrl.Manager, o controllers.Options) (*seed.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &seed.Server{Seeds: seeds, Reader: reader, Hosts: mgr.GetClient(), BaseURL: o.SeedBaseURL}, nil
+	return &seed.Server{Seeds: seeds, Reader: reader, Hosts: mgr.GetClient(), BaseURL: o.SeedBaseURL,
+		Rate: rate.Limit(o.SeedRate), Burst: o.SeedBurst}, nil
 }
 
 // The seed server's own client-side rate limit: it reads a seed Secret once per version and the
-// bootstrap data of authenticated requests only.
+// bootstrap data of authenticated requests (once per 30 s).
 const (
-	seedQPS   = 20
-	seedBurst = 40
+	seedQPS   = 50
+	seedBurst = 100
 )
 
 // everyReplica is a runnable that runs on every replica, not only the leader: the seed Service

@@ -12,8 +12,8 @@ import (
 
 // Defaults of the request guard (see Server).
 const (
-	defaultRate        = 20
-	defaultBurst       = 200
+	defaultRate        = 50
+	defaultBurst       = 500
 	defaultIPXERate    = 5
 	defaultIPXEBurst   = 20
 	defaultMaxInFlight = 64
@@ -56,7 +56,9 @@ func tooMany(w http.ResponseWriter) {
 }
 
 // limiters holds a token bucket per source. When it holds maxSources, the source seen least
-// recently is forgotten to make room: nobody else's bucket is refilled.
+// recently is forgotten to make room: no other source's bucket is refilled. (A flood from more
+// sources than that gets a fresh burst per source it comes back from: the in-flight cap is what
+// bounds it then.)
 type limiters struct {
 	limit rate.Limit
 	burst int
@@ -111,8 +113,10 @@ func (l *limiters) forgetLeastRecent() {
 	delete(l.sources, oldest)
 }
 
-// sourceOf is the rate-limited unit of a remote address: an IPv4 address, or the /64 of an IPv6
-// address (one host picks freely among the addresses of its /64).
+// sourceOf is the rate-limited unit of a remote address: the address itself (IPv4 or IPv6: the
+// hosts of a provisioning LAN share one /64, and link-local addresses one fe80::/64). Behind a
+// NAT, or a NodePort Service that does not keep source addresses, a whole rack is one source:
+// size Rate and Burst for it.
 func sourceOf(remote string) netip.Prefix {
 	host, _, err := net.SplitHostPort(remote)
 	if err != nil {
@@ -123,9 +127,5 @@ func sourceOf(remote string) netip.Prefix {
 		return netip.Prefix{}
 	}
 	a = a.Unmap()
-	if a.Is4() {
-		return netip.PrefixFrom(a, 32)
-	}
-	p, _ := a.Prefix(64)
-	return p
+	return netip.PrefixFrom(a.WithZone(""), a.BitLen())
 }

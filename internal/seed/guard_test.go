@@ -97,18 +97,36 @@ func TestEveryPathIsRateLimitedPerSource(t *testing.T) {
 		}
 		h = (&Server{Seeds: c, Reader: c, Hosts: c, Rate: 1, Burst: 10}).Handler()
 	}
-	// Every address of an IPv6 /64 is one source.
-	limited := 0
-	for i := range 30 {
-		if serve(h, fmt.Sprintf("[2001:db8::%x]:4000", i+1), "/v1/ns/m1/"+token+"/meta-data") == http.StatusTooManyRequests {
-			limited++
+	// Every IPv6 address is a source of its own: the hosts of a provisioning LAN share a /64.
+	for range 30 {
+		serve(h, "[2001:db8::1]:4000", "/v1/ns/m1/"+token+"/meta-data")
+	}
+	if code := serve(h, "[2001:db8::1]:4000", "/v1/ns/m1/"+token+"/meta-data"); code != http.StatusTooManyRequests {
+		t.Errorf("a flooding IPv6 address got %d, want 429", code)
+	}
+	if code := serve(h, "[2001:db8::2]:4000", "/v1/ns/m1/"+token+"/meta-data"); code != http.StatusOK {
+		t.Errorf("its neighbour in the same /64 got %d", code)
+	}
+}
+
+// A BMC reads the seed volume in many range requests: the bootstrap data is read from the API
+// server once, not per request.
+func TestTheSeedVolumeReadInManyRequestsReadsTheBootstrapDataOnce(t *testing.T) {
+	_, c := world(t, "")
+	reads := &countingReader{Reader: c}
+	h := (&Server{Seeds: c, Reader: reads, Hosts: c}).Handler()
+	for i := range 20 {
+		r := httptest.NewRequest(http.MethodGet, "/v1/ns/m1/"+token+"/cidata.iso", nil)
+		r.RemoteAddr = "10.0.0.1:1"
+		r.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", i*2048, i*2048+2047))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusPartialContent && w.Code != http.StatusOK && w.Code != http.StatusRequestedRangeNotSatisfiable {
+			t.Fatalf("range request %d: %d", i, w.Code)
 		}
 	}
-	if limited < 15 {
-		t.Errorf("%d of 30 requests from one /64 refused, want about 20", limited)
-	}
-	if code := serve(h, "[2001:db8:0:1::1]:4000", "/v1/ns/m1/"+token+"/meta-data"); code != http.StatusOK {
-		t.Errorf("another /64 got %d", code)
+	if n := reads.gets.Load(); n != 2 {
+		t.Errorf("20 range reads of the volume made %d Secret reads, want 2 (the seed and the bootstrap data, once each)", n)
 	}
 }
 

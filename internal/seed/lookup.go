@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -44,8 +45,10 @@ type readSeed struct {
 	read   time.Time
 }
 
-// seedTTL bounds how long a seed Secret read is kept in memory (it holds the claim's token).
-const seedTTL = 10 * time.Minute
+// seedTTL bounds how long a seed Secret read is kept in memory (it holds the claim's token): a
+// seed deleted when the Node joined is not served longer than that even by a replica whose
+// watch stalled.
+const seedTTL = 30 * time.Second
 
 // lookup returns the seed Secret of machine when token is its token, nil otherwise (never saying
 // which part was wrong).
@@ -90,6 +93,9 @@ func (s *Server) seedAndToken(ctx context.Context, ns, machine string) (*corev1.
 		return r.secret, r.token, nil
 	}
 	v, err, _ := s.reading.Do(key.String()+"@"+meta.ResourceVersion, func() (any, error) {
+		// Shared by every request waiting for it: not cancelled with the first one.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
 		sec := &corev1.Secret{}
 		if err := s.Reader.Get(ctx, key, sec); err != nil {
 			return nil, client.IgnoreNotFound(err)
@@ -111,11 +117,14 @@ func (s *Server) seedAndToken(ctx context.Context, ns, machine string) (*corev1.
 	return r.secret, r.token, nil
 }
 
-// ownedBy tells whether a RedfishMachine named machine controls o.
+// ownedBy tells whether a RedfishMachine named machine controls o (of any version of our API).
 func ownedBy(o metav1.Object, machine string) bool {
 	ref := metav1.GetControllerOfNoCopy(o)
-	return ref != nil && ref.Kind == "RedfishMachine" && ref.Name == machine &&
-		ref.APIVersion == infrav1.GroupVersion.String()
+	if ref == nil || ref.Kind != "RedfishMachine" || ref.Name != machine {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && gv.Group == infrav1.GroupVersion.Group
 }
 
 func (s *Server) cachedSeed(key client.ObjectKey, version string) *readSeed {

@@ -13,12 +13,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
+	"golang.org/x/net/netutil"
 	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
@@ -95,9 +98,9 @@ type Server struct {
 	// Hosts reads RedfishHosts by BootMACIndex (the manager's cache, with the index registered).
 	Hosts   client.Reader
 	BaseURL string
-	// Rate and Burst limit requests per source (an IPv4 address or an IPv6 /64) on every path
-	// (default 20/s, burst 200: a BMC reads a virtual medium in many range requests, and a rack
-	// behind one relay or NAT address boots at once).
+	// Rate and Burst limit requests per source address on every path (default 50/s, burst 500:
+	// a BMC reads a virtual medium in many range requests, and a rack behind one relay or NAT
+	// address boots at once).
 	Rate  rate.Limit
 	Burst int
 	// IPXERate and IPXEBurst limit iPXE requests per source further (default 5/s, burst 20): a
@@ -118,7 +121,21 @@ type Server struct {
 
 	volumesMu sync.Mutex
 	volumes   map[string]cachedVolume // cidata volumes by seed Secret version
+
+	bootstrapMu sync.Mutex
+	bootstrap   map[client.ObjectKey]cachedBootstrap // bootstrap data read for authenticated requests
 }
+
+// cachedBootstrap is a bootstrap data Secret's value and format, kept bootstrapTTL: a BMC reads
+// the seed volume in many range requests, each needing the data.
+type cachedBootstrap struct {
+	value  []byte
+	format string
+	read   time.Time
+}
+
+// bootstrapTTL bounds how long bootstrap data read once is served without reading it again.
+const bootstrapTTL = 30 * time.Second
 
 // Handler returns the HTTP handler of the seed server.
 func (s *Server) Handler() http.Handler {
@@ -255,14 +272,32 @@ func metaData(sec *corev1.Secret) []byte {
 }
 
 func (s *Server) bootstrapData(ctx context.Context, ns, name string) ([]byte, string, error) {
+	key := client.ObjectKey{Namespace: ns, Name: name}
+	s.bootstrapMu.Lock()
+	if b, ok := s.bootstrap[key]; ok && time.Since(b.read) < bootstrapTTL {
+		s.bootstrapMu.Unlock()
+		return b.value, b.format, nil
+	}
+	s.bootstrapMu.Unlock()
 	sec := &corev1.Secret{}
-	if err := s.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sec); err != nil {
+	if err := s.Reader.Get(ctx, key, sec); err != nil {
 		return nil, "", err
 	}
 	format := string(sec.Data["format"])
 	if format == "" {
 		format = "cloud-config"
 	}
+	s.bootstrapMu.Lock()
+	defer s.bootstrapMu.Unlock()
+	if s.bootstrap == nil {
+		s.bootstrap = map[client.ObjectKey]cachedBootstrap{}
+	}
+	for k, b := range s.bootstrap {
+		if time.Since(b.read) >= bootstrapTTL {
+			delete(s.bootstrap, k)
+		}
+	}
+	s.bootstrap[key] = cachedBootstrap{value: sec.Data["value"], format: format, read: time.Now()}
 	return sec.Data["value"], format, nil
 }
 
@@ -314,17 +349,34 @@ func (s *Server) serveIPXE(w http.ResponseWriter, r *http.Request) {
 	http.NotFound(w, r)
 }
 
-// Serve runs the seed server on l until ctx ends.
+// Serve runs the seed server on l until ctx ends: at most maxConns connections at once, idle ones
+// closed after a minute, and the HTTP server's own errors (TLS handshakes a scanner or a client
+// without the CA failed) logged at V(1).
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	log := logf.FromContext(ctx).WithName("seed-server")
+	srv := &http.Server{
+		Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 5 * time.Minute, IdleTimeout: time.Minute,
+		ErrorLog: stdlog.New(logWriter{log}, "", 0),
+	}
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
-	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(netutil.LimitListener(l, maxConns)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// maxConns bounds the seed server's open connections.
+const maxConns = 1024
+
+type logWriter struct{ log logr.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.log.V(1).Info(strings.TrimSpace(string(p)))
+	return len(p), nil
 }

@@ -130,7 +130,7 @@ IMAGE_URL: https://images.example/k8s-v1.36.3.iso
 			}
 			Expect(err).NotTo(HaveOccurred(), "%s %s", o.GetKind(), o.GetName())
 		}
-		Expect(skipped).To(ConsistOf("Issuer", "Certificate", "Certificate"))
+		Expect(skipped).To(ConsistOf("Issuer", "Issuer", "Certificate", "Certificate", "Certificate"))
 
 		for _, flavor := range []struct {
 			name string
