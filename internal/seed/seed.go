@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"golang.org/x/net/netutil"
 	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
@@ -349,9 +348,10 @@ func (s *Server) serveIPXE(w http.ResponseWriter, r *http.Request) {
 	http.NotFound(w, r)
 }
 
-// Serve runs the seed server on l until ctx ends: at most maxConns connections at once, idle ones
-// closed after a minute, and the HTTP server's own errors (TLS handshakes a scanner or a client
-// without the CA failed) logged at V(1).
+// Serve runs the seed server on l until ctx ends: idle connections closed after a minute, slow
+// ones after the timeouts below, and the HTTP server's own errors (TLS handshakes a scanner or a
+// client without the CA failed) logged at V(1). The number of connections is not capped here: a
+// cap shared by all lets whoever holds that many connections open lock every host out.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	log := logf.FromContext(ctx).WithName("seed-server")
 	srv := &http.Server{
@@ -365,14 +365,11 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
-	if err := srv.Serve(netutil.LimitListener(l, maxConns)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
 }
-
-// maxConns bounds the seed server's open connections.
-const maxConns = 1024
 
 type logWriter struct{ log logr.Logger }
 
