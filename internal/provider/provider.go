@@ -58,7 +58,7 @@ func seedServer(mgr ctrl.Manager, o controllers.Options) (*seed.Server, error) {
 	if o.Namespace != "" {
 		namespaces = map[string]cache.Config{o.Namespace: {}}
 	}
-	co := seed.SeedCacheOptions(namespaces)
+	co := seed.CacheOptions(namespaces)
 	co.Scheme, co.Mapper, co.HTTPClient = mgr.GetScheme(), mgr.GetRESTMapper(), mgr.GetHTTPClient()
 	seeds, err := cache.New(mgr.GetConfig(), co)
 	if err != nil {

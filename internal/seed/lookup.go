@@ -20,10 +20,10 @@ import (
 // SecretType is the type of every seed Secret; the seed server looks at no other.
 const SecretType corev1.SecretType = "infrastructure.cluster.x-k8s.io/redfish-seed"
 
-// SeedCacheOptions are the options of the seed server's metadata-only cache (Server.Seeds):
+// CacheOptions are the options of the seed server's metadata-only cache (Server.Seeds):
 // Secrets of SecretType only (a field selector the API server applies), in namespaces (all when
 // empty), keeping nothing but their names, versions and owners.
-func SeedCacheOptions(namespaces map[string]cache.Config) cache.Options {
+func CacheOptions(namespaces map[string]cache.Config) cache.Options {
 	return cache.Options{
 		DefaultNamespaces:    namespaces,
 		DefaultFieldSelector: fields.OneTermEqualSelector("type", string(SecretType)),

@@ -86,7 +86,7 @@ func CIDataURL(base, namespace, machine, token string) string {
 // Server answers seed requests.
 type Server struct {
 	// Seeds reads seed Secrets' metadata (PartialObjectMetadata): a cache that lists only Secrets
-	// of SecretType (see SeedCacheOptions), so that a request naming anything else is refused
+	// of SecretType (see CacheOptions), so that a request naming anything else is refused
 	// without a request to the API server.
 	Seeds client.Reader
 	// Reader reads a seed Secret whose metadata Seeds holds (once per version: the token is then
