@@ -68,6 +68,8 @@ type flags struct {
 	seedCertDir             string
 	seedRate                float64
 	seedBurst               int
+	seedIPXERate            float64
+	seedIPXEBurst           int
 	seedInsecureHTTP        bool
 	featureGates            map[string]bool
 	profilerAddr            string
@@ -104,6 +106,8 @@ func main() {
 	fs.StringVar(&f.seedCertDir, "seed-cert-dir", "", "Folder holding the seed server's TLS certificate (tls.crt, tls.key; reloaded when renewed). Required for an https --seed-url: bootstrap data carries cluster CA keys.")
 	fs.Float64Var(&f.seedRate, "seed-rate", 50, "Seed requests per second allowed from one source address (a rack behind a NAT, or a NodePort Service that does not keep source addresses, is one source).")
 	fs.IntVar(&f.seedBurst, "seed-burst", 500, "Seed requests one source address may make in a burst.")
+	fs.Float64Var(&f.seedIPXERate, "seed-ipxe-rate", 5, "iPXE script requests per second allowed from one source address (a MAC is no secret: the limit keeps the token from others on the network).")
+	fs.IntVar(&f.seedIPXEBurst, "seed-ipxe-burst", 20, "iPXE script requests one source address may make in a burst (a rack PXE-booting at once through one NodePort is one source).")
 	fs.BoolVar(&f.seedInsecureHTTP, "seed-insecure-http", false, "Serve seeds over plain HTTP (an http --seed-url): bootstrap data, cluster CA keys included, then crosses the provisioning network in clear text.")
 	fs.StringVar(&f.profilerAddr, "profiler-address", "", "Serve Go's pprof profiles (/debug/pprof/) on this loopback address, e.g. 127.0.0.1:6060 (default: off; unauthenticated, so other addresses are refused).")
 	fs.BoolVar(&f.insecureDiagnostics, "insecure-diagnostics", false, "Serve the metrics endpoint over plain HTTP without authentication (local runs and benchmarks; --metrics-bind-address must then be a loopback address).")
@@ -229,6 +233,8 @@ func run(ctx context.Context, f flags) error {
 		SoftPowerOffTimeout: f.softPowerOffTimeout,
 		SeedRate:            f.seedRate,
 		SeedBurst:           f.seedBurst,
+		SeedIPXERate:        f.seedIPXERate,
+		SeedIPXEBurst:       f.seedIPXEBurst,
 		BMC:                 bmcOpts,
 		OrphanGracePeriod:   f.orphanGracePeriod,
 		RestoreGracePeriod:  f.restoreGracePeriod,

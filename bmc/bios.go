@@ -35,7 +35,7 @@ func (c *client) systemBios(ctx context.Context) (*schemas.ComputerSystem, *sche
 func (c *client) BIOSAttributes(ctx context.Context) (map[string]any, error) {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
-	b, err := c.bios(ctx)
+	sys, b, err := c.systemBios(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +43,13 @@ func (c *client) BIOSAttributes(ctx context.Context) (map[string]any, error) {
 	for k, v := range b.Attributes {
 		out[k] = v
 	}
-	return out, nil
+	// Some BMCs report an enum by its display value: given as the registry's value name, what
+	// settings are written and compared in.
+	reg, err := c.attributeRegistry(ctx, b.AttributeRegistry, sys.BiosVersion)
+	if err != nil {
+		return nil, err
+	}
+	return valueNames(reg, out), nil
 }
 
 func (c *client) CheckBIOSAttributes(ctx context.Context, attrs map[string]any) error {
@@ -69,8 +75,8 @@ func (c *client) checkedBios(ctx context.Context, attrs map[string]any) (*schema
 	return b, reg, nil
 }
 
-// valueNames returns attrs with any enum given by its display value replaced by the registry's
-// value name, which is what a PATCH of the settings object takes.
+// valueNames returns attrs (as a BMC reports them) with any enum value that is not one of the
+// registry's value names but is one's display value replaced by that value name.
 func valueNames(reg []schemas.Attributes, attrs map[string]any) map[string]any {
 	out := make(map[string]any, len(attrs))
 	for name, v := range attrs {
@@ -83,9 +89,13 @@ func valueNames(reg []schemas.Attributes, attrs map[string]any) map[string]any {
 			if reg[i].AttributeName != name || reg[i].Type != schemas.EnumerationAttributeType {
 				continue
 			}
+			if slices.ContainsFunc(reg[i].Value, func(a schemas.AttributeValue) bool { return a.ValueName == s }) {
+				break
+			}
 			for _, a := range reg[i].Value {
-				if a.ValueName != s && a.ValueDisplayName != "" && a.ValueDisplayName == s {
+				if a.ValueDisplayName != "" && a.ValueDisplayName == s {
 					out[name] = a.ValueName
+					break
 				}
 			}
 		}
@@ -96,11 +106,10 @@ func valueNames(reg []schemas.Attributes, attrs map[string]any) map[string]any {
 func (c *client) SetBIOSAttributes(ctx context.Context, attrs map[string]any) error {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
-	b, reg, err := c.checkedBios(ctx, attrs)
+	b, _, err := c.checkedBios(ctx, attrs)
 	if err != nil {
 		return err
 	}
-	attrs = valueNames(reg, attrs)
 	raw, _, err := c.raw(ctx, b.ODataID)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", b.ODataID, err)
@@ -241,8 +250,9 @@ func checkAttributes(reg []schemas.Attributes, current schemas.SettingsAttribute
 			allowed := make([]string, 0, len(def.Value))
 			for _, a := range def.Value {
 				allowed = append(allowed, a.ValueName)
-				// Some BMCs report (and take) the display value rather than the value name.
-				ok = ok || a.ValueName == s || a.ValueDisplayName != "" && a.ValueDisplayName == s
+				// Value names only: settings are written and compared in them (BIOSAttributes
+				// gives a display value a BMC reports as its value name).
+				ok = ok || a.ValueName == s
 			}
 			if !ok {
 				problems = append(problems, fmt.Sprintf("%s: not one of %v", name, allowed))

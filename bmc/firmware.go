@@ -289,7 +289,7 @@ func imageClient(origin *url.URL, withCreds bool, opts Options) *http.Client {
 
 // allowedUpdateTargets holds SimpleUpdate's Targets to the action's Targets@Redfish.AllowableValues
 // when it lists them: the system or manager when listed, else the one listed firmware inventory
-// entry named for the component (BIOS; BMC or iDRAC), never a backup, recovery or previous bank.
+// entry named for the component (BIOS or UEFI; BMC or iDRAC), never a backup, recovery or previous bank.
 // None, or more than one, and the BMC cannot be told what to flash: ErrNotSupported (a flash of
 // the wrong component, or of a backup bank retried for ever, is worse than none).
 func allowedUpdateTargets(raw []byte, targets []string, action string) ([]string, error) {
@@ -303,7 +303,7 @@ func allowedUpdateTargets(raw []byte, targets []string, action string) ([]string
 	if len(allowed) == 0 || len(targets) == 0 || slices.Contains(allowed, targets[0]) {
 		return targets, nil
 	}
-	names := []string{"bios"}
+	names := []string{"bios", "uefi"} // Lenovo XCC names its BIOS entry UEFI
 	if strings.Contains(targets[0], "/Managers/") {
 		names = []string{"bmc", "idrac"}
 	}

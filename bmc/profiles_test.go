@@ -829,6 +829,8 @@ func TestFirmwareUpdateTargetsAreTheOnesTheBMCLists(t *testing.T) {
 		{[]string{fw + "BMC-Backup", fw + "PowerManagerFW", fw + "BMC"}, "/redfish/v1/Managers/1", fw + "BMC"},
 		{[]string{fw + "BIOS", fw + "BIOS2"}, "/redfish/v1/Systems/1", ""}, // two look like it: which one?
 		{[]string{fw + "iDRAC.Embedded.1"}, "/redfish/v1/Managers/iDRAC.Embedded.1", fw + "iDRAC.Embedded.1"},
+		{[]string{fw + "BMC-Primary", fw + "BMC-Backup", fw + "UEFI"}, "/redfish/v1/Systems/1", fw + "UEFI"}, // Lenovo XCC
+		{[]string{fw + "BMC-Primary", fw + "BMC-Backup", fw + "UEFI"}, "/redfish/v1/Managers/1", fw + "BMC-Primary"},
 	} {
 		raw, _ := json.Marshal(map[string]any{"Actions": map[string]any{"#UpdateService.SimpleUpdate": map[string]any{"Targets@Redfish.AllowableValues": tc.listed}}})
 		got, err := allowedUpdateTargets(raw, []string{tc.target}, "SimpleUpdate")

@@ -37,6 +37,10 @@ type Options struct {
 	// SeedRate and SeedBurst limit seed requests per source address (default 50/s, burst 500).
 	SeedRate  float64
 	SeedBurst int
+	// SeedIPXERate and SeedIPXEBurst limit iPXE script requests per source address (default
+	// 5/s, burst 20).
+	SeedIPXERate  float64
+	SeedIPXEBurst int
 	// PollInterval is how often waiting objects look again (default 2s).
 	PollInterval time.Duration
 	// BMCRetryInterval is how long a host with an unusable BMC waits before retrying (default 30s).

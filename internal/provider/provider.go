@@ -74,7 +74,7 @@ func seedServer(mgr ctrl.Manager, o controllers.Options) (*seed.Server, error) {
 		return nil, err
 	}
 	return &seed.Server{Seeds: seeds, Reader: reader, Hosts: mgr.GetClient(), BaseURL: o.SeedBaseURL,
-		Rate: rate.Limit(o.SeedRate), Burst: o.SeedBurst}, nil
+		Rate: rate.Limit(o.SeedRate), Burst: o.SeedBurst, IPXERate: rate.Limit(o.SeedIPXERate), IPXEBurst: o.SeedIPXEBurst}, nil
 }
 
 // The seed server's own client-side rate limit: it reads a seed Secret once per version and the

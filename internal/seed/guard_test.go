@@ -179,3 +179,65 @@ func TestRequestsPastTheConcurrencyCapAreAnswered503AtOnce(t *testing.T) {
 		t.Errorf("two concurrent requests for one seed read it %d times, want 1", n)
 	}
 }
+
+// A machine deleted and created again under its name (a GitOps re-apply) gets its own bootstrap
+// data at once, never the data kept for its predecessor's seed.
+func TestARecreatedMachineGetsItsOwnBootstrapData(t *testing.T) {
+	ts, c := world(t, "")
+	if status, body := get(t, Dir(ts.URL, "ns", "m1", token)+"user-data"); status != 200 || !strings.Contains(body, "kubeadm join") {
+		t.Fatalf("first seed: %d %q", status, body)
+	}
+	ctx := t.Context()
+	if err := c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: SecretName("m1")}}); err != nil {
+		t.Fatal(err)
+	}
+	boot := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "boot"}, boot); err != nil {
+		t.Fatal(err)
+	}
+	boot.Data["value"] = []byte("#cloud-config for the new cluster\n")
+	if err := c.Update(ctx, boot); err != nil {
+		t.Fatal(err)
+	}
+	const token2 = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: SecretName("m1"), UID: "uid-new", OwnerReferences: ownedByMachine("m1")},
+		Type: SecretType, Data: map[string][]byte{KeyToken: []byte(token2), KeyBootstrapSecret: []byte("boot")}}); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := get(t, Dir(ts.URL, "ns", "m1", token2)+"user-data"); status != 200 || body != "#cloud-config for the new cluster\n" {
+		t.Errorf("the recreated machine's seed served %d %q, want its own data", status, body)
+	}
+	if status, _ := get(t, Dir(ts.URL, "ns", "m1", token)+"user-data"); status != 404 {
+		t.Errorf("the old token still answers %d", status)
+	}
+}
+
+// What the caches hold (tokens, bootstrap data, volumes) goes once its time is up, with or
+// without more requests.
+func TestTheCachesForgetSecretsOnTheirOwn(t *testing.T) {
+	_, c := world(t, "")
+	srv := &Server{Seeds: c, Reader: c, Hosts: c}
+	if code := serve(srv.Handler(), "10.0.0.1:1", "/v1/ns/m1/"+token+"/cidata.iso"); code != http.StatusOK {
+		t.Fatalf("cidata.iso: %d", code)
+	}
+	if len(srv.seeds) != 1 || len(srv.bootstrap) != 1 || len(srv.volumes) != 1 {
+		t.Fatalf("caches %d %d %d, want one entry each", len(srv.seeds), len(srv.bootstrap), len(srv.volumes))
+	}
+	// Age them past their TTLs, then sweep as the ticker does.
+	for k, v := range srv.seeds {
+		v.read = v.read.Add(-seedTTL)
+		srv.seeds[k] = v
+	}
+	for k, v := range srv.bootstrap {
+		v.read = v.read.Add(-bootstrapTTL)
+		srv.bootstrap[k] = v
+	}
+	for k, v := range srv.volumes {
+		v.built = v.built.Add(-volumeTTL)
+		srv.volumes[k] = v
+	}
+	srv.sweepNow()
+	if len(srv.seeds)+len(srv.bootstrap)+len(srv.volumes) != 0 {
+		t.Errorf("caches %d %d %d after their time, want empty", len(srv.seeds), len(srv.bootstrap), len(srv.volumes))
+	}
+}

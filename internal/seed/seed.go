@@ -122,7 +122,7 @@ type Server struct {
 	volumes   map[string]cachedVolume // cidata volumes by seed Secret version
 
 	bootstrapMu sync.Mutex
-	bootstrap   map[client.ObjectKey]cachedBootstrap // bootstrap data read for authenticated requests
+	bootstrap   map[string]cachedBootstrap // bootstrap data read for authenticated requests, by seed version
 }
 
 // cachedBootstrap is a bootstrap data Secret's value and format, kept bootstrapTTL: a BMC reads
@@ -171,7 +171,7 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/yaml")
 		_, _ = w.Write(networkConfig(string(sec.Data[KeyBootMAC])))
 	case "cidata.iso":
-		data, format, err := s.bootstrapData(r.Context(), ns, string(sec.Data[KeyBootstrapSecret]))
+		data, format, err := s.bootstrapData(r.Context(), sec)
 		if err != nil {
 			log.Error(err, "reading bootstrap data")
 			http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
@@ -193,7 +193,7 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
 	case "vendor-data":
 		w.Header().Set("Content-Type", "text/plain")
 	case "user-data", "ignition.json":
-		data, format, err := s.bootstrapData(r.Context(), ns, string(sec.Data[KeyBootstrapSecret]))
+		data, format, err := s.bootstrapData(r.Context(), sec)
 		if err != nil {
 			log.Error(err, "reading bootstrap data")
 			http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
@@ -270,8 +270,11 @@ func metaData(sec *corev1.Secret) []byte {
 		sec.Data[KeyInstanceID], sec.Data[KeyHostname], sec.Data[KeyProviderID])
 }
 
-func (s *Server) bootstrapData(ctx context.Context, ns, name string) ([]byte, string, error) {
-	key := client.ObjectKey{Namespace: ns, Name: name}
+// bootstrapData reads the bootstrap data a seed Secret names, kept for that seed's version (a
+// machine recreated under the same name has a seed of its own, never the old one's data).
+func (s *Server) bootstrapData(ctx context.Context, seed *corev1.Secret) ([]byte, string, error) {
+	name := string(seed.Data[KeyBootstrapSecret])
+	key := string(seed.UID) + "@" + seed.ResourceVersion + "/" + name
 	s.bootstrapMu.Lock()
 	if b, ok := s.bootstrap[key]; ok && time.Since(b.read) < bootstrapTTL {
 		s.bootstrapMu.Unlock()
@@ -279,7 +282,7 @@ func (s *Server) bootstrapData(ctx context.Context, ns, name string) ([]byte, st
 	}
 	s.bootstrapMu.Unlock()
 	sec := &corev1.Secret{}
-	if err := s.Reader.Get(ctx, key, sec); err != nil {
+	if err := s.Reader.Get(ctx, client.ObjectKey{Namespace: seed.Namespace, Name: name}, sec); err != nil {
 		return nil, "", err
 	}
 	format := string(sec.Data["format"])
@@ -289,7 +292,7 @@ func (s *Server) bootstrapData(ctx context.Context, ns, name string) ([]byte, st
 	s.bootstrapMu.Lock()
 	defer s.bootstrapMu.Unlock()
 	if s.bootstrap == nil {
-		s.bootstrap = map[client.ObjectKey]cachedBootstrap{}
+		s.bootstrap = map[string]cachedBootstrap{}
 	}
 	for k, b := range s.bootstrap {
 		if time.Since(b.read) >= bootstrapTTL {
@@ -330,7 +333,7 @@ func (s *Server) serveIPXE(w http.ResponseWriter, r *http.Request) {
 		if sec == nil {
 			break
 		}
-		_, format, err := s.bootstrapData(r.Context(), h.Namespace, string(sec.Data[KeyBootstrapSecret]))
+		_, format, err := s.bootstrapData(r.Context(), sec)
 		if err != nil {
 			http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
 			return
@@ -359,6 +362,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		WriteTimeout: 5 * time.Minute, IdleTimeout: time.Minute,
 		ErrorLog: stdlog.New(logWriter{log}, "", 0),
 	}
+	go s.sweep(ctx)
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -376,4 +380,39 @@ type logWriter struct{ log logr.Logger }
 func (w logWriter) Write(p []byte) (int, error) {
 	w.log.V(1).Info(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// sweep forgets what the caches hold past its time (tokens, bootstrap data, volumes) even when
+// no request comes to replace it, until ctx ends.
+func (s *Server) sweep(ctx context.Context) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.sweepNow()
+	}
+}
+
+func (s *Server) sweepNow() {
+	s.volumesMu.Lock()
+	s.sweepVolumes()
+	s.volumesMu.Unlock()
+	s.bootstrapMu.Lock()
+	for k, b := range s.bootstrap {
+		if time.Since(b.read) >= bootstrapTTL {
+			delete(s.bootstrap, k)
+		}
+	}
+	s.bootstrapMu.Unlock()
+	s.seedsMu.Lock()
+	for k, v := range s.seeds {
+		if time.Since(v.read) >= seedTTL {
+			delete(s.seeds, k)
+		}
+	}
+	s.seedsMu.Unlock()
 }
