@@ -11,11 +11,6 @@ import (
 	"github.com/stmcginnis/gofish/schemas"
 )
 
-func (c *client) bios(ctx context.Context) (*schemas.Bios, error) {
-	_, b, err := c.systemBios(ctx)
-	return b, err
-}
-
 // systemBios reads the system and its Bios resource.
 func (c *client) systemBios(ctx context.Context) (*schemas.ComputerSystem, *schemas.Bios, error) {
 	sys, err := c.system(ctx)
@@ -55,24 +50,24 @@ func (c *client) BIOSAttributes(ctx context.Context) (map[string]any, error) {
 func (c *client) CheckBIOSAttributes(ctx context.Context, attrs map[string]any) error {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
-	_, _, err := c.checkedBios(ctx, attrs)
+	_, err := c.checkedBios(ctx, attrs)
 	return err
 }
 
 // checkedBios reads the Bios resource and checks attrs against its registry (or its attributes).
-func (c *client) checkedBios(ctx context.Context, attrs map[string]any) (*schemas.Bios, []schemas.Attributes, error) {
+func (c *client) checkedBios(ctx context.Context, attrs map[string]any) (*schemas.Bios, error) {
 	sys, b, err := c.systemBios(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	reg, err := c.attributeRegistry(ctx, b.AttributeRegistry, sys.BiosVersion)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if problems := checkAttributes(reg, b.Attributes, attrs); len(problems) > 0 {
-		return nil, nil, &UnknownAttributesError{Problems: problems}
+		return nil, &UnknownAttributesError{Problems: problems}
 	}
-	return b, reg, nil
+	return b, nil
 }
 
 // valueNames returns attrs (as a BMC reports them) with any enum value that is not one of the
@@ -106,7 +101,7 @@ func valueNames(reg []schemas.Attributes, attrs map[string]any) map[string]any {
 func (c *client) SetBIOSAttributes(ctx context.Context, attrs map[string]any) error {
 	ctx, cancel := c.call(ctx)
 	defer cancel()
-	b, _, err := c.checkedBios(ctx, attrs)
+	b, err := c.checkedBios(ctx, attrs)
 	if err != nil {
 		return err
 	}
