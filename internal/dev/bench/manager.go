@@ -79,7 +79,10 @@ func startManager(ctx context.Context, env *testenv.Environment, bin, dir string
 		return nil, err
 	}
 	args := []string{
-		"--seed-url=http://" + seedAddr, "--seed-bind-address=" + seedAddr,
+		// Plain HTTP on loopback, and no per-source limits: every simulated host fetches its seed
+		// from 127.0.0.1, one source where a real rack has one address per host.
+		"--seed-url=http://" + seedAddr, "--seed-bind-address=" + seedAddr, "--seed-insecure-http",
+		"--seed-rate=1000000", "--seed-burst=1000000", "--seed-ipxe-rate=1000000", "--seed-ipxe-burst=1000000",
 		"--metrics-bind-address=" + metricsAddr, "--insecure-diagnostics",
 		"--health-probe-bind-address=" + probeAddr, "--webhook-port=" + webhookPort, "--webhook-cert-dir=" + certDir,
 		"--leader-elect=false", "--feature-gates=Maintenance=true",
