@@ -67,6 +67,9 @@ type Client interface {
 	// creds, when set, are what the BMC (or, for a pushed image, the provider) presents to the
 	// image server.
 	UpdateFirmware(ctx context.Context, imageURI string, target FirmwareTarget, creds *ImageCredentials) (string, error)
+	// UpdateTasks lists the firmware update tasks the BMC's TaskService holds; listed is false
+	// when the BMC has no TaskService (it cannot tell).
+	UpdateTasks(ctx context.Context) (tasks []UpdateTask, listed bool, err error)
 	// BootProgress reads the system's BootProgress.LastState (e.g. SetupEntered, OSRunning) and
 	// when it was entered (zero when the BMC does not say); "" when the BMC reports none.
 	BootProgress(ctx context.Context) (string, time.Time, error)

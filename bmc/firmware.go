@@ -139,23 +139,47 @@ func (c *client) UpdateFirmware(ctx context.Context, imageURI string, target Fir
 }
 
 func (c *client) runningUpdate(api *gofish.APIClient) (string, error) {
+	tasks, _, err := updateTasks(api)
+	for _, t := range tasks {
+		if t.Running {
+			return t.URI, nil // the Task outlives its monitor (see taskOf)
+		}
+	}
+	return "", err
+}
+
+// UpdateTask is a firmware update task a BMC lists.
+type UpdateTask struct {
+	URI     string
+	Running bool // New, Starting or Running
+}
+
+func (c *client) UpdateTasks(ctx context.Context) ([]UpdateTask, bool, error) {
+	ctx, cancel := c.call(ctx)
+	defer cancel()
+	return updateTasks(c.with(ctx))
+}
+
+// updateTasks lists the update tasks of the BMC's TaskService; listed is false when the BMC has
+// none (it cannot tell).
+func updateTasks(api *gofish.APIClient) ([]UpdateTask, bool, error) {
 	ts, err := api.Service.Tasks()
 	if err != nil || ts == nil {
-		return "", nil //nolint:nilerr // a BMC without a TaskService cannot tell: go on
+		return nil, false, nil //nolint:nilerr // a BMC without a TaskService cannot tell: go on
 	}
 	tasks, err := ts.Tasks()
 	if err != nil {
-		return "", fmt.Errorf("listing tasks: %w", classify(err))
+		return nil, true, fmt.Errorf("listing tasks: %w", classify(err))
 	}
+	var out []UpdateTask
 	for _, t := range tasks {
 		if target := t.Payload.TargetURI; target != "" && !strings.Contains(target, "UpdateService") && !strings.Contains(target, "update") {
-			continue // another kind of task (a drive erase): not an update to follow
+			continue // another kind of task (a drive erase): not an update
 		}
-		if t.TaskState == schemas.RunningTaskState || t.TaskState == schemas.NewTaskState || t.TaskState == schemas.StartingTaskState {
-			return t.ODataID, nil // the Task outlives its monitor (see taskOf)
-		}
+		running := t.TaskState == schemas.RunningTaskState || t.TaskState == schemas.NewTaskState || t.TaskState == schemas.StartingTaskState
+		out = append(out, UpdateTask{URI: t.ODataID, Running: running})
 	}
-	return "", nil
+	return out, true, nil
 }
 
 // push streams the image from its server to the BMC's MultipartHttpPushUri (UpdateParameters

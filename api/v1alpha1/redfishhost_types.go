@@ -181,6 +181,62 @@ type ServiceBootStatus struct {
 	BootIssuedAt metav1.Time `json:"bootIssuedAt,omitzero"`
 }
 
+// HostLease is the single-writer hold of a host's firmware and BIOS work.
+type HostLease struct {
+	// holder of the lease: a RedfishMaintenance of the host's namespace.
+	// +required
+	Holder ObjectRef `json:"holder,omitzero"`
+	// holderUID is the UID of the holder: a maintenance re-created under the same name holds
+	// nothing of its predecessor's.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	HolderUID string `json:"holderUID,omitempty"`
+	// acquiredAt is when the lease was taken.
+	// +required
+	AcquiredAt metav1.Time `json:"acquiredAt,omitzero"`
+	// flash is the firmware update the holder decided to send, recorded before the request: a
+	// holder that lost the answer (a crash, a lost write) follows the update the BMC started
+	// instead of sending it again.
+	// +optional
+	Flash *FlashIntent `json:"flash,omitempty"`
+}
+
+// FlashIntent records a firmware update request before it is sent.
+type FlashIntent struct {
+	// task is the index of the holder's spec.tasks entry; step and attempt those of its status.
+	// +required
+	Task int32 `json:"task"`
+	// +required
+	Step int32 `json:"step"`
+	// +required
+	Attempt int32 `json:"attempt"`
+	// retry is the holder's spec.retry the attempt belongs to.
+	// +optional
+	Retry int32 `json:"retry,omitempty"`
+	// component and version being flashed.
+	// +required
+	// +kubebuilder:validation:MaxLength=16
+	Component string `json:"component,omitempty"`
+	// +required
+	// +kubebuilder:validation:MaxLength=128
+	Version string `json:"version,omitempty"`
+	// decidedAt is when the request was decided (before it was sent).
+	// +required
+	DecidedAt metav1.Time `json:"decidedAt,omitzero"`
+	// priorTasks lists the BMC's update tasks that existed before the request: one not among
+	// them is this request's.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=1024
+	PriorTasks []string `json:"priorTasks,omitempty"`
+	// taskURI is the BMC task of the update, once known.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	TaskURI string `json:"taskURI,omitempty"`
+}
+
 // DIMM is an installed memory module.
 type DIMM struct {
 	// name is the BMC's name of the module's slot.
@@ -434,6 +490,13 @@ type RedfishHostStatus struct {
 	// reservedFor is the owner a released nodeReuse host is kept for.
 	// +optional
 	ReservedFor *ObjectRef `json:"reservedFor,omitempty"`
+
+	// lease names the one maintenance whose firmware or BIOS work may reach the host's BMC now
+	// (flash, stage, boot into the BIOS setup). It is written with the host's resourceVersion
+	// before the first request, so two maintenances never both hold it, and released once the BMC
+	// shows that work ended. RedfishJobs of others wait while it is held.
+	// +optional
+	Lease *HostLease `json:"lease,omitempty"`
 
 	// conditions of the host.
 	// +optional

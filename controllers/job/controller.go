@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -163,6 +165,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 		return ctrl.Result{}, err
 	}
+	if annotations.HasPaused(h) {
+		// Nothing reaches a paused host's BMC: the job resumes where it stood once the
+		// annotation goes (a task's deadline may have passed by then).
+		conditions.Set(j, metav1.Condition{Type: infrav1.JobRunningCondition, Status: metav1.ConditionTrue, Reason: infrav1.JobRunningReason,
+			Message: fmt.Sprintf("Host %s is paused (%s): nothing is sent to its BMC until the annotation goes", h.Name, clusterv1.PausedAnnotation)})
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
 	return r.run(ctx, j, h)
 }
 
@@ -232,6 +241,15 @@ func (r *Reconciler) hostUsable(ctx context.Context, j *infrav1.RedfishJob, h *i
 	} else if msg != "" {
 		r.fail(j, infrav1.JobHostInUseReason, "%s", msg)
 		return false, ctrl.Result{}, nil
+	}
+	if annotations.HasPaused(h) {
+		r.waiting(j, infrav1.JobWaitingForHostReason, "Host %s is paused (%s): nothing is sent to its BMC until the annotation goes", h.Name, clusterv1.PausedAnnotation)
+		return false, ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
+	if l := h.Status.Lease; l != nil && !slices.ContainsFunc(j.OwnerReferences, func(o metav1.OwnerReference) bool { return string(o.UID) == l.HolderUID }) {
+		// A maintenance flashes, stages or boots the host: one writer at a time.
+		r.waiting(j, infrav1.JobWaitingForHostReason, "Host %s is leased to %s %s for its firmware and BIOS work: the job starts once the lease is released", h.Name, l.Holder.Kind, l.Holder.Name)
+		return false, ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	}
 	if s := h.Status.State; (s != infrav1.HostStateAvailable && s != infrav1.HostStateProvisioned) || !h.DeletionTimestamp.IsZero() {
 		r.waiting(j, infrav1.JobWaitingForHostReason, "Host %s is %s: a job starts on an Available host (or a Provisioned one in maintenance)", h.Name, stateName(h))

@@ -264,7 +264,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	switch m.Status.Stage {
 	case expv1.StageFailed:
-		return ctrl.Result{}, nil // the host stays held (power included) until the maintenance is deleted
+		// The host stays held (power included) until the maintenance is deleted; its lease goes
+		// once nothing it started on the BMC runs (a flash that outlived the timeout ends first).
+		if what, err := r.releaseWhenQuiet(ctx, m, host); err != nil || what != "" {
+			res, err := retryOnConflict(err)
+			return ctrl.Result{RequeueAfter: max(res.RequeueAfter, r.PollInterval)}, err
+		}
+		return ctrl.Result{}, nil
 	case expv1.StageCompleted, expv1.StageCancelled:
 		if err := r.withdraw(ctx, m, host); err != nil {
 			return ctrl.Result{}, err
@@ -309,7 +315,7 @@ func (r *Reconciler) advance(ctx context.Context, m *expv1.RedfishMaintenance, h
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if paused, err := r.paused(ctx, m, machine); err != nil || paused {
+	if paused, err := r.paused(ctx, m, host, machine); err != nil || paused {
 		return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, err
 	}
 	if m.Spec.Abort && (m.Status.Stage == "" || m.Status.Stage == expv1.StagePending || m.Status.Stage == expv1.StageAnnounced || m.Status.Stage == expv1.StageApproved) {
@@ -372,19 +378,23 @@ func (r *Reconciler) advance(ctx context.Context, m *expv1.RedfishMaintenance, h
 // paused holds a maintenance while it carries the cluster.x-k8s.io/paused annotation or the
 // Cluster of the Machine on its host is paused (clusterctl move pauses it: nothing may be deleted
 // then). The Paused condition says so; nothing moves until it is lifted.
-func (r *Reconciler) paused(ctx context.Context, m *expv1.RedfishMaintenance, machine *clusterv1.Machine) (bool, error) {
+func (r *Reconciler) paused(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, machine *clusterv1.Machine) (bool, error) {
 	cluster := &clusterv1.Cluster{}
 	if machine != nil {
 		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: machine.Namespace, Name: machine.Spec.ClusterName}, cluster); client.IgnoreNotFound(err) != nil {
 			return false, err
 		}
 	}
-	if !annotations.IsPaused(cluster, m) {
+	msg := "The maintenance or the Cluster of the Machine on its host is paused"
+	switch {
+	case annotations.HasPaused(host):
+		// Nothing reaches a paused host's BMC: no flash, no staging, no job, no check.
+		msg = "Host " + host.Name + " is paused (" + clusterv1.PausedAnnotation + "): nothing is done on its BMC until the annotation goes"
+	case !annotations.IsPaused(cluster, m):
 		conditions.Set(m, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionFalse, Reason: clusterv1.NotPausedReason})
 		return false, nil
 	}
-	conditions.Set(m, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionTrue, Reason: clusterv1.PausedReason,
-		Message: "The maintenance or the Cluster of the Machine on its host is paused"})
+	conditions.Set(m, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionTrue, Reason: clusterv1.PausedReason, Message: msg})
 	return true, nil
 }
 
@@ -779,6 +789,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, m *expv1.RedfishMainte
 		host = nil
 	}
 	if host != nil {
+		if annotations.HasPaused(host) && (host.Status.Lease != nil && holds(host, m) || slices.ContainsFunc(m.Status.Tasks, func(st expv1.MaintenanceTaskStatus) bool { return st.State == expv1.TaskRunning })) {
+			// What runs on the BMC cannot be asked about while the host is paused.
+			r.waiting(m, AbortedReason, "Deleted: host %s is paused (%s); its BMC is asked whether this maintenance's work ended once the annotation goes", host.Name, clusterv1.PausedAnnotation)
+			return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, nil
+		}
 		// A flash under way, or a job booting the host, is waited out: the host is never handed
 		// back with its firmware being written.
 		for i := range m.Status.Tasks {
@@ -788,6 +803,13 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, m *expv1.RedfishMainte
 					return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 				}
 			}
+		}
+		if what, err := r.releaseWhenQuiet(ctx, m, host); err != nil || what != "" {
+			if what != "" {
+				r.waiting(m, AbortedReason, "Deleted: waiting for %s to end before the host's lease is released", what)
+			}
+			res, err := retryOnConflict(err)
+			return ctrl.Result{RequeueAfter: max(res.RequeueAfter, r.PollInterval)}, err
 		}
 	}
 	if m.Status.Stage.Active() && m.Status.Stage != "" {

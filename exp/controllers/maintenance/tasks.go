@@ -32,6 +32,7 @@ import (
 type BMC interface {
 	UpdateFirmware(ctx context.Context, imageURI string, target bmc.FirmwareTarget, creds *bmc.ImageCredentials) (string, error)
 	TaskStatus(ctx context.Context, uri string) (*bmc.Task, error)
+	UpdateTasks(ctx context.Context) ([]bmc.UpdateTask, bool, error)
 	FirmwareVersion(ctx context.Context, target bmc.FirmwareTarget) (string, error)
 	CheckBIOSAttributes(ctx context.Context, attrs map[string]any) error
 	SetBIOSAttributes(ctx context.Context, attrs map[string]any) error
@@ -45,6 +46,11 @@ const (
 	TaskRunningReason    = "TaskRunning"
 	TaskFailedReason     = "TaskFailed"
 	AbortedReason        = "Aborted"
+	// WaitingForLeaseReason: another maintenance holds the host's lease, or a job runs on it.
+	WaitingForLeaseReason = "WaitingForLease"
+	// WaitingForSettledHostReason: a BMC-only update waits for its host to settle (not being
+	// provisioned, released, erased or booted into an image).
+	WaitingForSettledHostReason = "WaitingForSettledHost"
 )
 
 // Defaults of the API.
@@ -276,6 +282,13 @@ func (r *Reconciler) runTasks(ctx context.Context, m *expv1.RedfishMaintenance, 
 			continue
 		case expv1.TaskFailed:
 			if m.Spec.Retry == st.Retry {
+				// Another maintenance may work on the host meanwhile, once nothing this one
+				// started runs.
+				if what, err := r.releaseWhenQuiet(ctx, m, host); err != nil || what != "" {
+					r.waiting(m, TaskFailedReason, "tasks[%d] (%s) failed: %s. Waiting for %s to end before the host's lease is released", i, describeTask(t), st.Message, what)
+					res, err := retryOnConflict(err)
+					return false, ctrl.Result{RequeueAfter: max(res.RequeueAfter, r.PollInterval)}, err
+				}
 				r.waiting(m, TaskFailedReason, "tasks[%d] (%s) failed: %s. Host %s stays out of service: change spec.retry (to %d) to try the step again, or set spec.abort", i, describeTask(t), st.Message, host.Name, st.Retry+1)
 				return false, ctrl.Result{}, nil
 			}
@@ -288,11 +301,21 @@ func (r *Reconciler) runTasks(ctx context.Context, m *expv1.RedfishMaintenance, 
 			r.startAttempt(st, 1)
 			r.event(m, "TaskStarted", "tasks[%d] (%s) started", i, describeTask(t))
 		}
+		// One maintenance at a time flashes, stages or boots the host: the one holding its lease,
+		// taken before anything is sent to the BMC.
+		if who, err := r.acquire(ctx, m, host); err != nil || who != "" {
+			if who != "" {
+				r.waiting(m, WaitingForLeaseReason, "tasks[%d] (%s) waits for the lease of host %s (%s): one maintenance at a time flashes or boots a host", i, describeTask(t), host.Name, who)
+			}
+			res, err := retryOnConflict(err)
+			return false, ctrl.Result{RequeueAfter: max(res.RequeueAfter, r.PollInterval)}, err
+		}
 		if st.Phase == expv1.PhaseChecking || st.Phase == "" {
-			// One flash or BIOS-setup boot at a time per host, whatever maintenance asks.
-			if other, err := r.otherBusy(ctx, m); err != nil || other != "" {
-				if other != "" {
-					r.waiting(m, TaskRunningReason, "tasks[%d] (%s) waits for maintenance %s, which flashes or boots host %s", i, describeTask(t), other, host.Name)
+			// A job of another that started before the lease was taken runs to its end first
+			// (one started since sees the lease and waits).
+			if job, err := r.othersJob(ctx, m, host); err != nil || job != "" {
+				if job != "" {
+					r.waiting(m, WaitingForLeaseReason, "tasks[%d] (%s) waits for RedfishJob %s to end on host %s", i, describeTask(t), job, host.Name)
 				}
 				return false, ctrl.Result{RequeueAfter: r.PollInterval}, err
 			}
@@ -323,27 +346,12 @@ func (r *Reconciler) runTasks(ctx context.Context, m *expv1.RedfishMaintenance, 
 		}
 		return false, res, err
 	}
+	// Every task is done, and what they started ended with them: the lease goes.
+	if err := r.release(ctx, m, host); err != nil {
+		res, err := retryOnConflict(err)
+		return false, res, err
+	}
 	return true, ctrl.Result{}, nil
-}
-
-// otherBusy names another maintenance of the host whose task flashes or boots it now ("" when
-// none).
-func (r *Reconciler) otherBusy(ctx context.Context, m *expv1.RedfishMaintenance) (string, error) {
-	list := &expv1.RedfishMaintenanceList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(m.Namespace), client.MatchingFields{HostIndex: m.Spec.HostName}); err != nil {
-		return "", err
-	}
-	for _, o := range list.Items {
-		if o.Name == m.Name || o.Status.Stage != expv1.StageInMaintenance || !o.DeletionTimestamp.IsZero() {
-			continue // a maintenance that failed or ended runs nothing, whatever its tasks say
-		}
-		for _, st := range o.Status.Tasks {
-			if st.State == expv1.TaskRunning && st.Phase != expv1.PhaseChecking && st.Phase != "" {
-				return o.Name, nil
-			}
-		}
-	}
-	return "", nil
 }
 
 // progress says where a running task is: the step of the plan and the phase.
@@ -460,11 +468,18 @@ func (r *Reconciler) firmwareStep(ctx context.Context, m *expv1.RedfishMaintenan
 		return ctrl.Result{}, nil
 	}
 	want := f.Plan[st.Step]
+	// A BMC may echo the image server's password in any message (a task's, an error): each is
+	// masked before it reaches the status, a condition or an event.
+	creds, err := r.imageCredentials(ctx, m, f)
+	if err != nil {
+		st.Message = err.Error()
+		return ctrl.Result{RequeueAfter: 5 * r.PollInterval}, nil
+	}
 	switch st.Phase {
 	case expv1.PhaseChecking, "":
 		v, err := c.FirmwareVersion(ctx, target)
 		if err != nil {
-			st.Message = "reading the firmware version: " + bmc.Redact(err.Error())
+			st.Message = "reading the firmware version: " + bmc.Redact(maskPassword(err.Error(), creds))
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 		}
 		st.Version = v
@@ -472,10 +487,41 @@ func (r *Reconciler) firmwareStep(ctx context.Context, m *expv1.RedfishMaintenan
 			r.stepDone(m, i, len(f.Plan))
 			return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 		}
-		creds, err := r.imageCredentials(ctx, m, f)
+		if intent := intentOf(host, m, i); intent != nil {
+			// Decided (and perhaps sent) in a round whose outcome was lost.
+			return r.resumeFlash(ctx, m, host, c, i, intent, target), nil
+		}
+		if keepsMachine(m) {
+			if why := unsettled(host); why != "" {
+				// The BMC restarts into its new firmware: not while the host controller needs it.
+				st.Message = "waiting for host " + host.Name + " to settle before the BMC is flashed and restarts: " + why
+				return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+			}
+		}
+		tasks, _, err := c.UpdateTasks(ctx)
 		if err != nil {
-			st.Message = err.Error()
-			return ctrl.Result{RequeueAfter: 5 * r.PollInterval}, nil
+			st.Message = "listing the BMC's update tasks: " + bmc.Redact(err.Error())
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
+		intent := &infrav1.FlashIntent{Task: int32(i), Step: st.Step, Attempt: st.Attempt, Retry: st.Retry, //nolint:gosec // at most 16 tasks
+			Component: string(f.Component), Version: want.Version, DecidedAt: metav1.NewTime(r.Now())}
+		for _, t := range tasks {
+			if t.Running {
+				// Started by no one holding the lease now (a holder that went, a person): it
+				// is waited out, never taken for this step's.
+				st.Message = "the BMC runs an update this maintenance did not start (" + t.URI + "): waiting for it to end"
+				return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+			}
+			intent.PriorTasks = append(intent.PriorTasks, t.URI)
+		}
+		if n := len(intent.PriorTasks); n > maxPriorTasks {
+			intent.PriorTasks = intent.PriorTasks[n-maxPriorTasks:]
+		}
+		// Recorded before the request: a round that loses the answer follows what it started.
+		if err := r.setIntent(ctx, host, intent); err != nil {
+			st.Message = "recording the update on the host before sending it: " + err.Error()
+			res, err := retryOnConflict(err)
+			return ctrl.Result{RequeueAfter: max(res.RequeueAfter, time.Millisecond)}, err
 		}
 		uri, err := c.UpdateFirmware(ctx, want.ImageURL, target, creds)
 		switch {
@@ -483,10 +529,21 @@ func (r *Reconciler) firmwareStep(ctx context.Context, m *expv1.RedfishMaintenan
 			st.Attempt = retries(m.Spec.Tasks[i]) + 1 // no retry can help
 			r.attemptFailed(m, i, maskPassword(err.Error(), creds))
 			return ctrl.Result{}, nil
+		case err != nil && refused(err):
+			// Refused: nothing started; sent again next round.
+			st.Message = "starting the update: " + bmc.Redact(maskPassword(err.Error(), creds))
+			if err := r.setIntent(ctx, host, nil); err != nil {
+				return retryOnConflict(err)
+			}
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 		case err != nil:
-			// A BMC refusing the request may echo its parameters, the password among them.
+			// Perhaps started (a timeout, a lost answer): the next round looks for it.
 			st.Message = "starting the update: " + bmc.Redact(maskPassword(err.Error(), creds))
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
+		if uri != "" {
+			intent.TaskURI = uri
+			_ = r.setIntent(ctx, host, intent) // best effort: the prior tasks find it too
 		}
 		st.TaskURI, st.Percent, st.Message = uri, ptr.To[int32](0), fmt.Sprintf("flashing %s %s (from %s)", f.Component, want.Version, v)
 		r.event(m, "Flashing", "tasks[%d]: flashing %s %s on host %s (step %d of %d, attempt %d)", i, f.Component, want.Version, host.Name, st.Step+1, len(f.Plan), st.Attempt)
@@ -499,10 +556,10 @@ func (r *Reconciler) firmwareStep(ctx context.Context, m *expv1.RedfishMaintenan
 		task, err := c.TaskStatus(ctx, st.TaskURI)
 		if err != nil {
 			// A BMC flashing its own firmware restarts and answers nothing for a while.
-			st.Message = "the BMC does not answer (restarting?): " + bmc.Redact(err.Error())
+			st.Message = "the BMC does not answer (restarting?): " + bmc.Redact(maskPassword(err.Error(), creds))
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 		}
-		st.Percent, st.Message = ptr.To(int32(task.Percent)), clip(task.Message) //nolint:gosec // a percentage
+		st.Percent, st.Message = ptr.To(int32(task.Percent)), clip(maskPassword(task.Message, creds)) //nolint:gosec // a percentage
 		switch {
 		case !task.Done:
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
@@ -511,7 +568,7 @@ func (r *Reconciler) firmwareStep(ctx context.Context, m *expv1.RedfishMaintenan
 			// tells whether the image took, as it does for a task that claims success.
 			st.Message = "the BMC no longer lists its update task; the inventory decides"
 		case task.Failed:
-			r.attemptFailed(m, i, fmt.Sprintf("the BMC's update task ended %s: %s", task.State, task.Message))
+			r.attemptFailed(m, i, maskPassword(fmt.Sprintf("the BMC's update task ended %s: %s", task.State, task.Message), creds))
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 		}
 		r.afterFlash(st, target)
@@ -521,7 +578,7 @@ func (r *Reconciler) firmwareStep(ctx context.Context, m *expv1.RedfishMaintenan
 	case expv1.PhaseVerifying:
 		v, err := c.FirmwareVersion(ctx, target)
 		if err != nil {
-			st.Message = "reading the firmware version (the BMC may be restarting): " + bmc.Redact(err.Error())
+			st.Message = "reading the firmware version (the BMC may be restarting): " + bmc.Redact(maskPassword(err.Error(), creds))
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 		}
 		st.Version = v
@@ -814,4 +871,76 @@ func (r *Reconciler) busy(ctx context.Context, m *expv1.RedfishMaintenance, host
 	}
 	task, err := c.TaskStatus(ctx, st.TaskURI)
 	return err != nil || !task.Done, "the BMC's update task " + st.TaskURI
+}
+
+// maxPriorTasks bounds the update tasks a flash intent lists (the newest are kept).
+const maxPriorTasks = 256
+
+// resumeFlash picks up a flash whose round lost its outcome (a crash, a lost status write, an
+// answer that never came): the update the BMC lists that was not there before the request is
+// followed; without one (never received, or finished and forgotten) nothing is sent again: a BIOS
+// image is applied by the boot into the BIOS setup (a staged one takes, none leaves the version
+// as it was), a BMC's is verified, and the inventory decides; an attempt that did not take is
+// tried again as a new attempt.
+func (r *Reconciler) resumeFlash(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, c BMC, i int, intent *infrav1.FlashIntent, target bmc.FirmwareTarget) ctrl.Result {
+	st := &m.Status.Tasks[i]
+	uri := intent.TaskURI
+	if uri == "" {
+		tasks, _, err := c.UpdateTasks(ctx)
+		if err != nil {
+			st.Message = "listing the BMC's update tasks to find the update sent before: " + bmc.Redact(err.Error())
+			return ctrl.Result{RequeueAfter: r.PollInterval}
+		}
+		for _, t := range tasks {
+			if !slices.Contains(intent.PriorTasks, t.URI) {
+				uri = t.URI
+				if t.Running {
+					break
+				}
+			}
+		}
+	}
+	if uri != "" {
+		st.TaskURI, st.Percent = uri, ptr.To[int32](0)
+		st.Message = fmt.Sprintf("following the update of %s %s sent at %s (its answer was lost)", intent.Component, intent.Version, intent.DecidedAt.UTC().Format(time.RFC3339))
+		r.event(m, "FlashResumed", "tasks[%d]: following the update of %s %s on host %s sent before (%s), not sending it again", i, intent.Component, intent.Version, host.Name, uri)
+		r.enterPhase(st, expv1.PhaseFlashing)
+		return ctrl.Result{RequeueAfter: time.Millisecond}
+	}
+	r.event(m, "FlashResumed", "tasks[%d]: the update of %s %s on host %s sent before lists no task on the BMC; not sent again, the inventory decides", i, intent.Component, intent.Version, host.Name)
+	r.afterFlash(st, target)
+	st.Message = "the update sent before lists no task on the BMC: not sent again; the inventory decides"
+	return ctrl.Result{RequeueAfter: time.Millisecond}
+}
+
+// refused says whether the BMC answered a request by refusing it (nothing started), as opposed to
+// an outcome not known (a timeout, a 5xx, a lost connection).
+func refused(err error) bool {
+	for _, e := range []error{bmc.ErrConflict, bmc.ErrCircuitOpen, bmc.ErrConnecting, bmc.ErrAuth, bmc.ErrSessionLimit, bmc.ErrNotSupported} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	var re *schemas.Error
+	return errors.As(err, &re) && re.HTTPReturnedStatusCode >= 400 && re.HTTPReturnedStatusCode < 500 && re.HTTPReturnedStatusCode != 408
+}
+
+// unsettled says why a host is not settled enough for its BMC to restart ("" when it is): a
+// BMC-only update waits for a host being provisioned, released, erased or booted into an image.
+func unsettled(h *infrav1.RedfishHost) string {
+	switch {
+	case !h.DeletionTimestamp.IsZero():
+		return "it is being deleted"
+	case h.Status.State != infrav1.HostStateAvailable && h.Status.State != infrav1.HostStateProvisioned:
+		return "it is " + string(h.Status.State)
+	case h.Status.Claim != nil && h.Status.Claim.Release:
+		return "it is being released"
+	case h.Status.State == infrav1.HostStateProvisioned && h.Status.Claim == nil:
+		return "it is being released"
+	case h.Status.Erase != nil:
+		return "its drives are being erased"
+	case h.Spec.ServiceBoot != nil || h.Status.ServiceBoot != nil:
+		return "it boots a service image"
+	}
+	return ""
 }

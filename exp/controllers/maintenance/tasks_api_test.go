@@ -26,6 +26,7 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
+	hostctrl "github.com/caprf/cluster-api-provider-redfish/controllers/host"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/apireads"
 	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
@@ -65,7 +66,8 @@ func apiWorld(t *testing.T, objs ...client.Object) client.Client {
 	}
 	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
 		WithIndex(&expv1.RedfishMaintenance{}, HostIndex, func(o client.Object) []string { return []string{o.(*expv1.RedfishMaintenance).Spec.HostName} }).
-		WithStatusSubresource(&expv1.RedfishMaintenance{}, &expv1.RedfishMaintenancePolicy{}, &infrav1.RedfishJob{}).Build()
+		WithIndex(&infrav1.RedfishJob{}, hostctrl.JobHostField, func(o client.Object) []string { return []string{o.(*infrav1.RedfishJob).Spec.HostName} }).
+		WithStatusSubresource(&expv1.RedfishMaintenance{}, &expv1.RedfishMaintenancePolicy{}, &infrav1.RedfishJob{}, &infrav1.RedfishHost{}).Build()
 }
 
 // finishJobs marks the maintenance's RedfishJobs completed, as the job controller would; a job
@@ -291,29 +293,6 @@ type echoingBMC struct{ fakeBIOS }
 
 func (f *echoingBMC) SetBIOSAttributes(_ context.Context, attrs map[string]any) error {
 	return fmt.Errorf("HTTP 400: the value %v for AdminPassword is not valid", attrs["AdminPassword"])
-}
-
-// One flash or BIOS-setup boot at a time per host: a second maintenance of the host waits while
-// another one's task flashes, and goes once that maintenance has ended.
-func TestASecondMaintenanceOfTheHostWaitsForTheFirstOnesFlash(t *testing.T) {
-	f := &fakeBMC{version: "1.0", applies: true, outcomes: []string{"ok"}}
-	r, m, now := bmcUpdate(t, f, 2, "2.0")
-	other := &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "other"},
-		Spec:   expv1.RedfishMaintenanceSpec{HostName: "h"},
-		Status: expv1.RedfishMaintenanceStatus{Stage: expv1.StageInMaintenance, Tasks: []expv1.MaintenanceTaskStatus{{State: expv1.TaskRunning, Phase: expv1.PhaseFlashing}}}}
-	c := apiWorld(t, other)
-	r.Client, r.APIReader = c, c
-	rounds(t, r, m, now, 5)
-	if len(f.flashed) != 0 || !strings.Contains(describe(m), "waits for maintenance other") {
-		t.Fatalf("%d flashes while another maintenance flashes the host (%s)", len(f.flashed), describe(m))
-	}
-	other.Status.Stage = expv1.StageCompleted
-	if err := c.Status().Update(context.Background(), other); err != nil {
-		t.Fatal(err)
-	}
-	if !rounds(t, r, m, now, 20) || len(f.flashed) != 1 {
-		t.Errorf("%d flashes once the other ended: %+v", len(f.flashed), m.Status.Tasks[0])
-	}
 }
 
 // Deleting a maintenance waits for its apply job (a boot into the BIOS setup, POST included)

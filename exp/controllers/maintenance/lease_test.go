@@ -1,0 +1,179 @@
+package maintenance
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+)
+
+// flashing is an in-maintenance maintenance of host h with one firmware task of component to
+// version 2.0.
+func flashing(name string, component expv1.FirmwareComponent) *expv1.RedfishMaintenance {
+	return &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name + "-uid"), Finalizers: []string{Finalizer}},
+		Spec: expv1.RedfishMaintenanceSpec{HostName: "h", Reason: "fw", Requestor: "ops", Policy: expv1.Enforced,
+			Tasks: []expv1.MaintenanceTask{{Firmware: &expv1.FirmwareUpdate{Component: component, Retries: ptr.To[int32](2),
+				Plan: []expv1.FirmwareVersion{{Version: "2.0", ImageURL: "http://images/2.0.bin"}}}}}},
+		Status: expv1.RedfishMaintenanceStatus{Stage: expv1.StageInMaintenance}}
+}
+
+// leaseWorld is host h (Available) with the maintenances in an API world, the fake BMC behind it,
+// and a reconciler on a clock the test moves.
+func leaseWorld(t *testing.T, f *fakeBMC, ms ...*expv1.RedfishMaintenance) (*Reconciler, client.Client, *time.Time) {
+	t.Helper()
+	now := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
+	objs := []client.Object{&infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h"}, Status: infrav1.RedfishHostStatus{State: infrav1.HostStateAvailable}}}
+	for _, m := range ms {
+		objs = append(objs, m)
+	}
+	c := apiWorld(t, objs...)
+	r := &Reconciler{Client: c, APIReader: c, PollInterval: time.Second, Now: func() time.Time { return now }, VerifyGrace: 10 * time.Second,
+		Connect: func(context.Context, *infrav1.RedfishHost) (BMC, error) { return f, nil }}
+	f.now = r.Now
+	return r, c, &now
+}
+
+// round runs the tasks of m once, on the host as the API world has it, and stores m's status.
+func round(t *testing.T, r *Reconciler, c client.Client, m *expv1.RedfishMaintenance) bool {
+	t.Helper()
+	host := &infrav1.RedfishHost{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "h"}, host); err != nil {
+		t.Fatal(err)
+	}
+	done, _, err := r.runTasks(context.Background(), m, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return done
+}
+
+// Two maintenances of one host running their tasks at once (the second's round runs while the
+// first's update request is on its way, a multipart push that takes minutes): one update request
+// reaches the BMC; the second waits for the lease and flashes once the first is done.
+func TestTwoMaintenancesOfOneHostNeverFlashAtOnce(t *testing.T) {
+	f := &fakeBMC{version: "1.0", applies: true, outcomes: []string{"running"}}
+	m1, m2 := flashing("first", expv1.FirmwareBMC), flashing("second", expv1.FirmwareBMC)
+	r, c, now := leaseWorld(t, f, m1, m2)
+	f.during = func() {
+		for range 5 {
+			round(t, r, c, m2)
+		}
+	}
+	for range 3 {
+		round(t, r, c, m1)
+		*now = now.Add(time.Second)
+	}
+	if f.calls != 1 || len(f.flashed) != 1 {
+		t.Fatalf("%d update requests (%d accepted) while the first maintenance's update ran: want 1 (%s)", f.calls, len(f.flashed), describe(m2))
+	}
+	if got := describe(m2); got == "" || m2.Status.Tasks[0].Phase != expv1.PhaseChecking {
+		t.Fatalf("second maintenance %+v (%s): want it waiting before its flash", m2.Status.Tasks[0], got)
+	}
+	f.outcomes = []string{"ok"}
+	for i := 0; !round(t, r, c, m1); i++ {
+		if i > 20 {
+			t.Fatalf("first maintenance not done: %+v", m1.Status.Tasks[0])
+		}
+		*now = now.Add(time.Second)
+	}
+	f.version = "1.0" // the second maintenance has its own image to flash
+	for i := 0; !round(t, r, c, m2); i++ {
+		if i > 20 {
+			t.Fatalf("second maintenance not done once the first ended: %+v (%s)", m2.Status.Tasks[0], describe(m2))
+		}
+		*now = now.Add(time.Second)
+	}
+	if f.calls != 2 || len(f.flashed) != 2 {
+		t.Errorf("%d update requests, %d accepted: want one each, one after the other", f.calls, len(f.flashed))
+	}
+}
+
+// A maintenance that timed out while its flash runs keeps the host's lease until the BMC shows the
+// flash ended: the next maintenance of the host waits it out.
+func TestATimedOutMaintenancesFlashIsWaitedOutByTheNext(t *testing.T) {
+	f := &fakeBMC{version: "1.0", applies: true, outcomes: []string{"running"}}
+	m1, m2 := flashing("first", expv1.FirmwareBMC), flashing("second", expv1.FirmwareBMC)
+	m1.Spec.Timeout = &metav1.Duration{Duration: time.Minute}
+	r, c, now := leaseWorld(t, f, m1, m2)
+	m1.Status.Stages = []expv1.StageTime{{Stage: expv1.StageApproved, Time: metav1.NewTime(*now)}}
+	for range 3 {
+		round(t, r, c, m1)
+	}
+	if err := c.Status().Update(context.Background(), m1); err != nil {
+		t.Fatal(err)
+	}
+	*now = now.Add(2 * time.Minute)
+	reconcile := func() {
+		t.Helper()
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(m1)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(m1), m1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcile()
+	if m1.Status.Stage != expv1.StageFailed {
+		t.Fatalf("first maintenance in stage %s: want Failed on its timeout", m1.Status.Stage)
+	}
+	for range 5 {
+		reconcile()
+		round(t, r, c, m2)
+		*now = now.Add(time.Second)
+	}
+	if f.calls != 1 {
+		t.Fatalf("%d update requests while the timed-out maintenance's flash ran: want 1 (%s)", f.calls, describe(m2))
+	}
+	f.outcomes = []string{"ok"}
+	if _, err := f.TaskStatus(context.Background(), "/tasks/1"); err != nil { // the BMC's flash ends
+		t.Fatal(err)
+	}
+	reconcile()
+	f.version = "1.0"
+	for i := 0; !round(t, r, c, m2); i++ {
+		if i > 20 {
+			t.Fatalf("second maintenance not done once the flash ended: %+v (%s)", m2.Status.Tasks[0], describe(m2))
+		}
+		*now = now.Add(time.Second)
+	}
+	if f.calls != 2 {
+		t.Errorf("%d update requests: want the second one after the first flash ended", f.calls)
+	}
+}
+
+// A flash whose round lost its outcome (the status write after the request never landed: a
+// crash, a lost answer) is followed on the BMC, not sent again, though a BIOS image only applies
+// at the next boot (the inventory still reports the old version and the task is no longer running).
+func TestAFlashWhoseRoundLostItsOutcomeIsNotSentAgain(t *testing.T) {
+	f := &fakeBMC{version: "1.0", outcomes: []string{"ok"}} // staged: the version changes at the next boot
+	m := flashing("bios", expv1.FirmwareBIOS)
+	r, c, now := leaseWorld(t, f, m)
+	round(t, r, c, m) // Checking → the lease, then the request
+	if f.calls != 1 {
+		t.Fatalf("%d update requests in the first round: want 1", f.calls)
+	}
+	lost := m.DeepCopy()
+	lost.Status.Tasks[0] = expv1.MaintenanceTaskStatus{State: expv1.TaskRunning, Phase: expv1.PhaseChecking, Attempt: 1,
+		StepStartTime: m.Status.Tasks[0].StepStartTime, PhaseStartTime: m.Status.Tasks[0].StepStartTime}
+	if _, err := f.TaskStatus(context.Background(), "/tasks/1"); err != nil { // the BMC's task ends: the image is staged
+		t.Fatal(err)
+	}
+	for range 5 {
+		round(t, r, c, lost)
+		*now = now.Add(time.Second)
+	}
+	if f.calls != 1 {
+		t.Fatalf("%d update requests: the update sent before the lost write was sent again", f.calls)
+	}
+	if st := lost.Status.Tasks[0]; st.Phase != expv1.PhaseApplying || st.Job == "" {
+		t.Errorf("task %+v: want the staged image applied by a boot into the BIOS setup", st)
+	}
+}
