@@ -10,22 +10,23 @@ import (
 // Faults injects failures into one simulated server. The zero value injects nothing; every method
 // is safe to call while clients are talking to the server.
 type Faults struct {
-	mu             sync.Mutex
-	errorBurst     int            // next N requests answer errorStatus
-	errorStatus    int            //
-	latency        time.Duration  // added to every request
-	hang           chan struct{}  // non-nil: requests block until closed
-	hangLogins     chan struct{}  // non-nil: logins (POST to the session collection) block until closed
-	conflicts      int            // next N reset actions answer 409
-	unavailableTil time.Time      // BMC rebooting: 503 until then
-	wrongPowerTil  time.Time      // power state reported inverted until then
-	drops          map[string]int // method -> next N answers lost after the request was carried out
-	pathDrops      []pathDrop     // the same, for requests to one path only
-	rejectMedia    int            // next N InsertMedia answer 400 echoing the image URL
-	pathErrors     []pathError    // next N requests to a path answer an error status
-	emptied        []pathError    // next N GETs of a collection answer it empty
-	changes        []pathError    // next N PATCHes to a path find the resource changed by another client
-	failUpdates    int            // next N firmware updates end Completed with TaskStatus Critical
+	mu              sync.Mutex
+	errorBurst      int            // next N requests answer errorStatus
+	errorStatus     int            //
+	latency         time.Duration  // added to every request
+	hang            chan struct{}  // non-nil: requests block until closed
+	hangLogins      chan struct{}  // non-nil: logins (POST to the session collection) block until closed
+	conflicts       int            // next N reset actions answer 409
+	unavailableTil  time.Time      // BMC rebooting: 503 until then
+	wrongPowerTil   time.Time      // power state reported inverted until then
+	drops           map[string]int // method -> next N answers lost after the request was carried out
+	pathDrops       []pathDrop     // the same, for requests to one path only
+	rejectMedia     int            // next N InsertMedia answer 400 echoing the image URL
+	echoUpdateCreds bool           // SimpleUpdate tasks echo the image server's user and password
+	pathErrors      []pathError    // next N requests to a path answer an error status
+	emptied         []pathError    // next N GETs of a collection answer it empty
+	changes         []pathError    // next N PATCHes to a path find the resource changed by another client
+	failUpdates     int            // next N firmware updates end Completed with TaskStatus Critical
 }
 
 // FailUpdates makes the next n firmware updates end in TaskState Completed with TaskStatus
@@ -287,4 +288,18 @@ func (f *Faults) intercept(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	return false
+}
+
+// EchoUpdateCredentials makes the tasks of later SimpleUpdates echo the image server's user name
+// and password in their messages, as some BMCs echo a request's parameters.
+func (f *Faults) EchoUpdateCredentials() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.echoUpdateCreds = true
+}
+
+func (f *Faults) echoesUpdateCredentials() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.echoUpdateCreds
 }

@@ -89,6 +89,7 @@ type Server struct {
 	blades    map[int]string      // power state of the other systems of a bladed BMC
 	nextID    int
 	tasks     map[string]*task
+	pushing   bool // an image is being pushed to the MultipartHttpPushUri
 	stats     Stats
 	inFlight  int
 	observers []func(BootEvent)
@@ -138,6 +139,12 @@ type Stats struct {
 	// IfMatchOnActions counts action POSTs that carried If-Match (refused with 412 by profiles
 	// with ActionsRefuseIfMatch).
 	IfMatchOnActions int
+	// UpdatesRefusedBusy counts firmware update requests refused (409) because an update was
+	// running or an image was being pushed: two clients flashing one BMC at once.
+	UpdatesRefusedBusy int
+	// ResetsDuringUpdate counts ComputerSystem.Reset requests accepted while a firmware update ran
+	// or an image was being pushed (a boot into the BIOS setup in the middle of a flash).
+	ResetsDuringUpdate int
 	// PushedBytes counts the bytes of firmware images pushed to the MultipartHttpPushUri.
 	PushedBytes int64
 	// ImageUsers lists, per SimpleUpdate, the Username it gave for the image server ("" for none).
@@ -258,6 +265,7 @@ func (s *Server) Stats() Stats {
 	out := Stats{Requests: map[string]int{}, Resets: map[string]int{}, Posts: map[string]int{}, Gets: map[string]int{},
 		SessionsCreated: s.stats.SessionsCreated, SimpleUpdates: s.stats.SimpleUpdates, Boots: s.stats.Boots,
 		PeakInFlight: s.stats.PeakInFlight, IfMatchOnActions: s.stats.IfMatchOnActions, StaleIfMatch: s.stats.StaleIfMatch, PushedBytes: s.stats.PushedBytes,
+		UpdatesRefusedBusy: s.stats.UpdatesRefusedBusy, ResetsDuringUpdate: s.stats.ResetsDuringUpdate,
 		ImageUsers: append([]string(nil), s.stats.ImageUsers...)}
 	for k, v := range s.stats.Posts {
 		out.Posts[k] = v

@@ -401,6 +401,9 @@ func (s *Server) reset(resetType string) (int, string) {
 		return 400, fmt.Sprintf("The value %s for the parameter ResetType is not supported.", resetType)
 	}
 	s.stats.Resets[resetType]++
+	if s.updating() {
+		s.stats.ResetsDuringUpdate++
+	}
 	return 204, ""
 }
 

@@ -27,7 +27,8 @@ type task struct {
 	target   string // BIOS or BMC
 	version  string
 	imageURI string
-	critical bool // ends Completed with TaskStatus Critical: the BMC rejected the image (Faults.FailUpdates)
+	echo     string // appended to every message (Faults.EchoUpdateCredentials)
+	critical bool   // ends Completed with TaskStatus Critical: the BMC rejected the image (Faults.FailUpdates)
 	// eraseTarget is the SecureErase action of the drive an erase task erases.
 	eraseTarget string
 }
@@ -48,7 +49,7 @@ func (t *task) resource() map[string]any {
 		"@odata.id": tasksPath + "/" + t.id, "@odata.type": "#Task.v1_7_1.Task", "Id": t.id, "Name": t.name(),
 		"TaskState": t.state, "TaskStatus": status, "PercentComplete": t.percent,
 		"StartTime": t.start.UTC().Format(time.RFC3339), "TaskMonitor": monitorPrefix + t.id,
-		"Messages": []any{map[string]any{"MessageId": "Update.1.0.UpdateInProgress", "Message": t.message}},
+		"Messages": []any{map[string]any{"MessageId": "Update.1.0.UpdateInProgress", "Message": t.message + t.echo}},
 	}
 	if !t.end.IsZero() {
 		r["EndTime"] = t.end.UTC().Format(time.RFC3339)
@@ -70,6 +71,7 @@ func (s *Server) simpleUpdate(w http.ResponseWriter, r *http.Request) {
 		TransferProtocol string
 		Targets          []string
 		Username         string
+		Password         string
 	}
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.ImageURI == "" {
 		writeError(w, 400, "Base.1.8.ActionParameterMissing", "The action SimpleUpdate requires the parameter ImageURI.")
@@ -86,7 +88,11 @@ func (s *Server) simpleUpdate(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.stats.ImageUsers = append(s.stats.ImageUsers, body.Username)
 	s.mu.Unlock()
-	s.startUpdate(w, updateTarget(body.Targets), body.ImageURI, body.ImageURI)
+	echo := ""
+	if s.Fault.echoesUpdateCredentials() && body.Username != "" {
+		echo = " (image fetched as user " + body.Username + " with password " + body.Password + ")"
+	}
+	s.startUpdate(w, updateTarget(body.Targets), body.ImageURI, body.ImageURI, echo)
 }
 
 // updateTarget is BMC when targets name the manager or its firmware inventory entry, BIOS
@@ -102,19 +108,20 @@ func updateTarget(targets []string) string {
 
 // startUpdate starts a firmware task and answers for it; the new version is the image's file
 // name without its extension.
-func (s *Server) startUpdate(w http.ResponseWriter, target, image, source string) {
+func (s *Server) startUpdate(w http.ResponseWriter, target, image, source, echo string) {
 	version := strings.TrimSuffix(path.Base(image), path.Ext(image))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, t := range s.tasks {
 		if t.state == TaskRunning && t.target == target {
+			s.stats.UpdatesRefusedBusy++
 			writeError(w, http.StatusConflict, "Base.1.8.ResourceInUse", "An update of "+target+" is already running.")
 			return
 		}
 	}
 	s.nextID++
 	t := &task{id: fmt.Sprintf("%d", s.nextID), state: TaskRunning, start: time.Now(), target: target,
-		version: version, imageURI: source, message: "Update of " + target + " to " + version + " started.",
+		version: version, imageURI: source, message: "Update of " + target + " to " + version + " started.", echo: echo,
 		critical: s.Fault.takeFailUpdate()}
 	s.tasks[t.id] = t
 	s.stats.SimpleUpdates++
@@ -138,6 +145,22 @@ func (s *Server) startUpdate(w http.ResponseWriter, target, image, source string
 // multipartPush accepts an image pushed to the UpdateService's MultipartHttpPushUri: a
 // multipart/form-data body with UpdateParameters (JSON, Targets) and UpdateFile (the image).
 func (s *Server) multipartPush(w http.ResponseWriter, r *http.Request) {
+	// One upload at a time, as BMCs take them: a second one while an image is being received is
+	// refused.
+	s.mu.Lock()
+	if s.pushing {
+		s.stats.UpdatesRefusedBusy++
+		s.mu.Unlock()
+		writeError(w, http.StatusConflict, "Base.1.8.ResourceInUse", "An image is already being uploaded.")
+		return
+	}
+	s.pushing = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.pushing = false
+		s.mu.Unlock()
+	}()
 	if err := r.ParseMultipartForm(8 << 20); err != nil {
 		writeError(w, 400, "Base.1.8.MalformedJSON", "The request is not multipart/form-data: "+err.Error())
 		return
@@ -156,7 +179,7 @@ func (s *Server) multipartPush(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.stats.PushedBytes += files[0].Size
 	s.mu.Unlock()
-	s.startUpdate(w, updateTarget(params.Targets), files[0].Filename, "pushed:"+files[0].Filename)
+	s.startUpdate(w, updateTarget(params.Targets), files[0].Filename, "pushed:"+files[0].Filename, "")
 }
 
 // progress moves a task one quarter forward. Caller holds s.mu.
@@ -245,4 +268,17 @@ func (s *Server) taskMonitor(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, 200, t.resource())
+}
+
+// updating says whether a firmware update runs or an image is being pushed. Caller holds s.mu.
+func (s *Server) updating() bool {
+	if s.pushing {
+		return true
+	}
+	for _, t := range s.tasks {
+		if t.state == TaskRunning && !strings.HasPrefix(t.target, "Erase ") {
+			return true
+		}
+	}
+	return false
 }

@@ -207,10 +207,6 @@ func (r *Reconciler) admit(ctx context.Context, j *infrav1.RedfishJob) (ctrl.Res
 	if err != nil {
 		return ctrl.Result{}, false, err
 	}
-	if ahead := first(jobs); ahead != nil && ahead.Name != j.Name {
-		r.waiting(j, infrav1.JobWaitingForJobReason, "Waiting for job %s, ahead of it on host %s", ahead.Name, j.Spec.HostName)
-		return ctrl.Result{}, false, nil // its end wakes this one
-	}
 	h := &infrav1.RedfishHost{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: j.Namespace, Name: j.Spec.HostName}, h); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -218,6 +214,12 @@ func (r *Reconciler) admit(ctx context.Context, j *infrav1.RedfishJob) (ctrl.Res
 			return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, false, nil
 		}
 		return ctrl.Result{}, false, err
+	}
+	if ahead := first(jobs); ahead != nil && ahead.Name != j.Name && (ahead.Status.StartTime != nil || !leaseHolders(h, j)) {
+		// The job of the host's lease holder (a maintenance applying a BIOS image) goes before
+		// the jobs waiting in line: they wait for the lease, which waits for it.
+		r.waiting(j, infrav1.JobWaitingForJobReason, "Waiting for job %s, ahead of it on host %s", ahead.Name, j.Spec.HostName)
+		return ctrl.Result{}, false, nil // its end wakes this one
 	}
 	if ok, res, err := r.hostUsable(ctx, j, h); !ok || err != nil {
 		return res, false, err
@@ -246,7 +248,7 @@ func (r *Reconciler) hostUsable(ctx context.Context, j *infrav1.RedfishJob, h *i
 		r.waiting(j, infrav1.JobWaitingForHostReason, "Host %s is paused (%s): nothing is sent to its BMC until the annotation goes", h.Name, clusterv1.PausedAnnotation)
 		return false, ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	}
-	if l := h.Status.Lease; l != nil && !slices.ContainsFunc(j.OwnerReferences, func(o metav1.OwnerReference) bool { return string(o.UID) == l.HolderUID }) {
+	if l := h.Status.Lease; l != nil && !leaseHolders(h, j) {
 		// A maintenance flashes, stages or boots the host: one writer at a time.
 		r.waiting(j, infrav1.JobWaitingForHostReason, "Host %s is leased to %s %s for its firmware and BIOS work: the job starts once the lease is released", h.Name, l.Holder.Kind, l.Holder.Name)
 		return false, ctrl.Result{RequeueAfter: r.PollInterval}, nil
@@ -393,4 +395,10 @@ func first(jobs []infrav1.RedfishJob) *infrav1.RedfishJob {
 		}
 	}
 	return out
+}
+
+// leaseHolders says whether the job belongs to the holder of its host's lease.
+func leaseHolders(h *infrav1.RedfishHost, j *infrav1.RedfishJob) bool {
+	l := h.Status.Lease
+	return l != nil && slices.ContainsFunc(j.OwnerReferences, func(o metav1.OwnerReference) bool { return string(o.UID) == l.HolderUID })
 }

@@ -2,12 +2,17 @@ package maintenance
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -175,5 +180,74 @@ func TestAFlashWhoseRoundLostItsOutcomeIsNotSentAgain(t *testing.T) {
 	}
 	if st := lost.Status.Tasks[0]; st.Phase != expv1.PhaseApplying || st.Job == "" {
 		t.Errorf("task %+v: want the staged image applied by a boot into the BIOS setup", st)
+	}
+}
+
+// Nothing reaches a paused host's BMC from a maintenance: no connection, no flash; the Paused
+// condition says why, and the work goes on once the annotation goes.
+func TestAMaintenanceSendsNothingToAPausedHost(t *testing.T) {
+	f := &fakeBMC{version: "1.0", applies: true, outcomes: []string{"ok"}}
+	m := flashing("bios", expv1.FirmwareBIOS)
+	r, c, now := leaseWorld(t, f, m)
+	h := &infrav1.RedfishHost{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "h"}, h); err != nil {
+		t.Fatal(err)
+	}
+	h.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
+	if err := c.Update(context.Background(), h); err != nil {
+		t.Fatal(err)
+	}
+	connects := 0
+	connect := r.Connect
+	r.Connect = func(ctx context.Context, h *infrav1.RedfishHost) (BMC, error) {
+		connects++
+		return connect(ctx, h)
+	}
+	key := client.ObjectKeyFromObject(m)
+	for range 5 {
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
+		*now = now.Add(time.Second)
+	}
+	if err := c.Get(context.Background(), key, m); err != nil {
+		t.Fatal(err)
+	}
+	if connects != 0 || f.calls != 0 || !conditions.IsTrue(m, clusterv1.PausedCondition) {
+		t.Errorf("%d BMC connections, %d update requests, Paused %v for the maintenance of a paused host: want none, Paused True", connects, f.calls, conditions.IsTrue(m, clusterv1.PausedCondition))
+	}
+}
+
+// A BMC that echoes the image server's password in its task messages: the password is masked
+// before a message reaches the status, a condition or an event.
+func TestAnImageServerPasswordEchoedByTheBMCIsMasked(t *testing.T) {
+	const pw = "img-pw-7d2c"
+	f := &fakeBMC{version: "1.0", outcomes: []string{"running"}, echo: " as fw-reader:" + pw}
+	m := flashing("bios", expv1.FirmwareBMC)
+	m.Spec.Tasks[0].Firmware.ImageCredentialsSecretName = "image-creds"
+	m.Spec.Tasks[0].Firmware.Retries = ptr.To[int32](0)
+	r, c, now := leaseWorld(t, f, m)
+	if err := c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "image-creds", Labels: map[string]string{ImageCredentialsLabel: "true"}},
+		Data: map[string][]byte{"username": []byte("fw-reader"), "password": []byte(pw)}}); err != nil {
+		t.Fatal(err)
+	}
+	rec := events.NewFakeRecorder(100)
+	r.Recorder = rec
+	var seen []string
+	for i := range 6 {
+		if i == 3 {
+			f.outcomes = []string{"critical"}
+		}
+		round(t, r, c, m)
+		seen = append(seen, m.Status.Tasks[0].Message, conditions.GetMessage(m, infrav1.ReadyCondition))
+		*now = now.Add(time.Second)
+	}
+	close(rec.Events)
+	for e := range rec.Events {
+		seen = append(seen, e)
+	}
+	all := strings.Join(seen, "\n")
+	if strings.Contains(all, pw) || !strings.Contains(all, "fw-reader:***") {
+		t.Errorf("messages and events:\n%s\nwant the BMC's echo with the password masked", all)
 	}
 }

@@ -31,6 +31,8 @@ type fakeBMC struct {
 	now      func() time.Time
 	// during, when set, runs inside each update request (another round racing with it).
 	during func()
+	// echo is added to every task message (a BMC echoing the request's parameters).
+	echo string
 }
 
 func (f *fakeBMC) UpdateFirmware(_ context.Context, image string, _ bmc.FirmwareTarget, _ *bmc.ImageCredentials) (string, error) {
@@ -64,10 +66,10 @@ func (f *fakeBMC) outcome() string {
 func (f *fakeBMC) TaskStatus(_ context.Context, uri string) (*bmc.Task, error) {
 	switch f.outcome() {
 	case "running":
-		return &bmc.Task{URI: uri, State: "Running", Percent: 40}, nil
+		return &bmc.Task{URI: uri, State: "Running", Percent: 40, Message: "flashing" + f.echo}, nil
 	case "critical":
 		f.running = false
-		return &bmc.Task{URI: uri, State: "Completed", Done: true, Failed: true, Message: "image rejected"}, nil
+		return &bmc.Task{URI: uri, State: "Completed", Done: true, Failed: true, Message: "image rejected" + f.echo}, nil
 	}
 	if f.running && f.applies {
 		img := f.flashed[len(f.flashed)-1]
