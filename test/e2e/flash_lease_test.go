@@ -152,6 +152,6 @@ var _ = Describe("One flash at a time per host", func() {
 		for _, s := range stored {
 			Expect(s).NotTo(ContainSubstring(marker), "the password reached the status, a host or an event")
 		}
-		Expect(srv.Stats().ResetsDuringUpdate - before.ResetsDuringUpdate).To(BeZero(), "resets while an image was pushed or a task ran")
+		Expect(srv.Stats().ResetsDuringUpdate-before.ResetsDuringUpdate).To(BeZero(), "resets while an image was pushed or a task ran")
 	})
 })
