@@ -65,6 +65,9 @@ const (
 	WaitingForApprovalReason   = "WaitingForApproval"
 	WaitingForWindowReason     = "WaitingForWindow"
 	WaitingForBudgetReason     = "WaitingForBudget"
+	// WaitingForMachineDeploymentReason: the Machine's own MachineDeployment (or control plane)
+	// has no replica to spare; the maintenance is out of its policies' line meanwhile.
+	WaitingForMachineDeploymentReason = "WaitingForMachineDeployment"
 	RolloutInProgressReason    = "MachineDeploymentRollingOut"
 	InvalidPolicyReason        = "InvalidPolicy"
 	DrainingReason             = "Draining"

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -98,12 +99,18 @@ func scaled(v *intstr.IntOrString, total, def int) (int, error) {
 // holding lists, per host name, the maintenances that hold it (Holds stages), besides skip.
 func holding(ms []expv1.RedfishMaintenance, skip string) map[string]bool {
 	out := map[string]bool{}
-	for _, m := range ms {
-		if m.Name != skip && m.Status.Stage.Holds() && m.Status.Stage != expv1.StageApproved {
-			out[m.Spec.HostName] = true
+	for i := range ms {
+		if ms[i].Name != skip && holdsHost(&ms[i]) {
+			out[ms[i].Spec.HostName] = true
 		}
 	}
 	return out
+}
+
+// holdsHost says whether the maintenance has its host out of service: past the gate (Draining,
+// InMaintenance) or failed there; not merely approved.
+func holdsHost(m *expv1.RedfishMaintenance) bool {
+	return m.Status.Stage.Holds() && m.Status.Stage != expv1.StageApproved
 }
 
 // fleet is what budgets are counted over: a namespace's hosts and maintenances, and the labels of
@@ -475,10 +482,12 @@ func (r *Reconciler) gateOpen(ctx context.Context, reader client.Reader, m *expv
 		}
 	}
 	if !governed {
-		// No policy selects the host: one such maintenance at a time in the namespace.
+		// No policy selects the host: one such host held at a time in the namespace, counting
+		// every stage that holds one (a failed maintenance keeps its host out: a firmware the
+		// BMCs reject takes one host out, not the namespace).
 		for _, o := range f.ms {
-			if o.Name != m.Name && o.Spec.HostName != host.Name && (o.Status.Stage == expv1.StageDraining || o.Status.Stage == expv1.StageInMaintenance) && !r.governed(policies.Items, f, o.Spec.HostName) {
-				return false, WaitingForBudgetReason, fmt.Sprintf("No RedfishMaintenancePolicy selects host %s: one such maintenance at a time, and %s is under way", host.Name, o.Name), r.budgetRecheck(), nil
+			if o.Name != m.Name && o.Spec.HostName != host.Name && holdsHost(&o) && !r.governed(policies.Items, f, o.Spec.HostName) {
+				return false, WaitingForBudgetReason, fmt.Sprintf("No RedfishMaintenancePolicy selects host %s: one such host out of service at a time, and maintenance %s holds host %s (%s)", host.Name, o.Name, o.Spec.HostName, o.Status.Stage), r.budgetRecheck(), nil
 			}
 		}
 	}
@@ -558,7 +567,9 @@ func (r *Reconciler) machineDeploymentAllows(ctx context.Context, reader client.
 		extra = 0 // already counted as unavailable: taking it changes nothing
 	}
 	if unavailable+extra > limit {
-		return false, WaitingForBudgetReason, fmt.Sprintf("%s has %d of %d replicas unavailable (or being replaced); taking Machine %s would exceed maxUnavailable %d",
+		// Its own MachineDeployment refuses it: it steps out of the policies' line (another
+		// cluster's maintenance behind it may start) until the MachineDeployment has room.
+		return false, WaitingForMachineDeploymentReason, fmt.Sprintf("%s has %d of %d replicas unavailable (or being replaced); taking Machine %s would exceed maxUnavailable %d",
 			name, unavailable, replicas, machine.Name, limit), r.budgetRecheck(), nil
 	}
 	return true, "", "", 0, nil
@@ -618,9 +629,11 @@ func inLine(ms []expv1.RedfishMaintenance, hosts []string) []*expv1.RedfishMaint
 
 // waitsForBudget says whether the maintenance is approved and waits for room in a budget: one
 // waiting for its window or a rollout does not hold the others up.
+// A paused one (a maintenance set that reached its maxFailures pauses those it had not started)
+// does not either.
 func waitsForBudget(m *expv1.RedfishMaintenance) bool {
 	reason := conditions.GetReason(m, infrav1.ReadyCondition)
-	return m.Status.Stage == expv1.StageApproved && m.DeletionTimestamp.IsZero() && (reason == "" || reason == WaitingForBudgetReason)
+	return m.Status.Stage == expv1.StageApproved && m.DeletionTimestamp.IsZero() && !annotations.HasPaused(m) && (reason == "" || reason == WaitingForBudgetReason)
 }
 
 func equalStrings(a, b *string) bool {

@@ -48,9 +48,6 @@ const (
 	AbortedReason        = "Aborted"
 	// WaitingForLeaseReason: another maintenance holds the host's lease, or a job runs on it.
 	WaitingForLeaseReason = "WaitingForLease"
-	// WaitingForSettledHostReason: a BMC-only update waits for its host to settle (not being
-	// provisioned, released, erased or booted into an image).
-	WaitingForSettledHostReason = "WaitingForSettledHost"
 )
 
 // Defaults of the API.

@@ -110,8 +110,15 @@ func (r *Reconciler) nextInLine(ctx context.Context, namespace string) []reconci
 	if err := r.Client.List(ctx, ms, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
+	var out []reconcile.Request
+	for i := range ms.Items {
+		// Refused by its MachineDeployment: looks again at what moves one (cheap, and out of line).
+		if m := &ms.Items[i]; m.Status.Stage == expv1.StageApproved && conditions.GetReason(m, infrav1.ReadyCondition) == WaitingForMachineDeploymentReason {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: m.Namespace, Name: m.Name}})
+		}
+	}
 	if !slices.ContainsFunc(ms.Items, func(m expv1.RedfishMaintenance) bool { return waitsForBudget(&m) }) {
-		return nil
+		return out
 	}
 	policies := &expv1.RedfishMaintenancePolicyList{}
 	if err := r.Client.List(ctx, policies, client.InNamespace(namespace)); err != nil {
@@ -121,7 +128,6 @@ func (r *Reconciler) nextInLine(ctx context.Context, namespace string) []reconci
 	if err != nil {
 		return nil
 	}
-	var out []reconcile.Request
 	add := func(m *expv1.RedfishMaintenance) {
 		if req := (reconcile.Request{NamespacedName: types.NamespacedName{Namespace: m.Namespace, Name: m.Name}}); !slices.Contains(out, req) {
 			out = append(out, req)
