@@ -61,21 +61,21 @@ const HostField = "spec.hostName"
 
 // Reasons of the Ready condition of a maintenance.
 const (
-	HostNotFoundReason         = "HostNotFound"
-	WaitingForApprovalReason   = "WaitingForApproval"
-	WaitingForWindowReason     = "WaitingForWindow"
-	WaitingForBudgetReason     = "WaitingForBudget"
+	HostNotFoundReason       = "HostNotFound"
+	WaitingForApprovalReason = "WaitingForApproval"
+	WaitingForWindowReason   = "WaitingForWindow"
+	WaitingForBudgetReason   = "WaitingForBudget"
 	// WaitingForMachineDeploymentReason: the Machine's own MachineDeployment (or control plane)
 	// has no replica to spare; the maintenance is out of its policies' line meanwhile.
 	WaitingForMachineDeploymentReason = "WaitingForMachineDeployment"
-	RolloutInProgressReason    = "MachineDeploymentRollingOut"
-	InvalidPolicyReason        = "InvalidPolicy"
-	DrainingReason             = "Draining"
-	WaitingForCompletionReason = "WaitingForCompletion"
-	CompletedReason            = "Completed"
-	TimedOutReason             = "TimedOut"
-	NotReplaceableReason       = "MachineNotReplaceable"
-	WaitingForReleaseReason    = "WaitingForRelease"
+	RolloutInProgressReason           = "MachineDeploymentRollingOut"
+	InvalidPolicyReason               = "InvalidPolicy"
+	DrainingReason                    = "Draining"
+	WaitingForCompletionReason        = "WaitingForCompletion"
+	CompletedReason                   = "Completed"
+	TimedOutReason                    = "TimedOut"
+	NotReplaceableReason              = "MachineNotReplaceable"
+	WaitingForReleaseReason           = "WaitingForRelease"
 	// ReuseNotForControlPlaneReason: mode Reuse is refused for control-plane Machines.
 	ReuseNotForControlPlaneReason = "ReuseNotForControlPlane"
 )
