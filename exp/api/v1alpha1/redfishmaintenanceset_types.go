@@ -69,6 +69,13 @@ type RedfishMaintenanceSetSpec struct {
 	// once those completed and canary.approved is set.
 	// +optional
 	Canary *MaintenanceCanary `json:"canary,omitempty"`
+	// maxFailures stops the set once this many of its maintenances are Failed (default 1): those
+	// not past the gate yet are paused (cluster.x-k8s.io/paused) until fewer are Failed (a failed
+	// one retried to completion, or deleted) or maxFailures is raised. A firmware the BMCs reject
+	// then takes that many hosts out, not the fleet.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxFailures *int32 `json:"maxFailures,omitempty"`
 }
 
 // MaintenanceSetPhase is where a RedfishMaintenanceSet stands.

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -49,6 +50,8 @@ const (
 	NoHostsReason            = "NoHosts"
 	NoCanaryReason           = "NoCanaryHost"
 	NameTakenReason          = "MaintenanceNameTaken"
+	// MaxFailuresReason: spec.maxFailures maintenances failed; those not started are paused.
+	MaxFailuresReason = "MaxFailuresReached"
 )
 
 // Reconciler reconciles RedfishMaintenanceSets.
@@ -165,6 +168,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 
 	r.count(set, selected, byHost)
 	c := &set.Status.Counts
+	maxFailures := ptr.Deref(set.Spec.MaxFailures, 1)
+	stopped := c.Failed >= maxFailures
+	if err := r.stop(ctx, set, byHost, stopped); err != nil {
+		return ctrl.Result{}, err
+	}
 	switch {
 	case len(taken) > 0:
 		set.Status.Phase = expv1.SetPhaseRollingOut
@@ -178,6 +186,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	case set.Spec.Canary != nil && !rest:
 		set.Status.Phase = expv1.SetPhaseCanary
 		r.notReady(set, CanaryInProgressReason, "%d of %d canary host(s) completed", countDone(set.Status.CanaryHosts, byHost), len(set.Status.CanaryHosts))
+	case stopped:
+		set.Status.Phase = expv1.SetPhaseFailed
+		r.notReady(set, MaxFailuresReason, "%d maintenance(s) failed (spec.maxFailures %d): the %d not started are paused (%s) until a failed one is retried to completion or deleted, or spec.maxFailures is raised; %d in progress go on",
+			c.Failed, maxFailures, c.Waiting, clusterv1.PausedAnnotation, c.InProgress)
 	case set.Status.Hosts == 0:
 		set.Status.Phase = expv1.SetPhaseRollingOut
 		r.notReady(set, NoHostsReason, "spec.hostSelector selects no host in namespace %s", set.Namespace)
@@ -302,4 +314,43 @@ func countDone(hosts []string, byHost map[string]*expv1.RedfishMaintenance) int 
 
 func (r *Reconciler) notReady(set *expv1.RedfishMaintenanceSet, reason, format string, args ...any) {
 	conditions.Set(set, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: reason, Message: fmt.Sprintf(format, args...)})
+}
+
+// PausedBySetAnnotation marks a maintenance a set paused on reaching its maxFailures (its value:
+// the set's name): the set lifts only the pauses it made.
+const PausedBySetAnnotation = "caprf.io/paused-by-set"
+
+// stop pauses the set's maintenances not past the gate yet while the set is stopped, and lifts the
+// pauses it made once it is not.
+func (r *Reconciler) stop(ctx context.Context, set *expv1.RedfishMaintenanceSet, byHost map[string]*expv1.RedfishMaintenance, stopped bool) error {
+	for _, m := range byHost {
+		if !metav1.IsControlledBy(m, set) || !m.DeletionTimestamp.IsZero() {
+			continue
+		}
+		ours := m.Annotations[PausedBySetAnnotation] == set.Name
+		var edit func(*expv1.RedfishMaintenance)
+		switch st := m.Status.Stage; {
+		case stopped && !ours && (st == "" || st == expv1.StagePending || st == expv1.StageAnnounced || st == expv1.StageApproved):
+			edit = func(m *expv1.RedfishMaintenance) {
+				if m.Annotations == nil {
+					m.Annotations = map[string]string{}
+				}
+				m.Annotations[PausedBySetAnnotation] = set.Name
+				m.Annotations[clusterv1.PausedAnnotation] = ""
+			}
+		case !stopped && ours:
+			edit = func(m *expv1.RedfishMaintenance) {
+				delete(m.Annotations, PausedBySetAnnotation)
+				delete(m.Annotations, clusterv1.PausedAnnotation)
+			}
+		default:
+			continue
+		}
+		before := m.DeepCopy()
+		edit(m)
+		if err := r.Client.Patch(ctx, m, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("pausing maintenance %s: %w", m.Name, err)
+		}
+	}
+	return nil
 }

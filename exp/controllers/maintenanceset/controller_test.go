@@ -2,6 +2,7 @@ package maintenanceset
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -173,5 +174,43 @@ func TestACanaryOfNoHostStartsNothingAndATakenNameIsReported(t *testing.T) {
 	m := &expv1.RedfishMaintenance{}
 	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "fw-h1"}, m); err != nil || m.Spec.Reason != "someone else's" || metav1.IsControlledBy(m, s) {
 		t.Errorf("the other maintenance was changed or adopted: %+v (%v)", m.ObjectMeta, err)
+	}
+}
+
+// A set whose maintenances fail (a firmware the BMCs reject) stops at maxFailures: the maintenances
+// not started yet are paused, out of the budgets' line; once the failed one completes on a retry,
+// the pauses the set made are lifted.
+func TestASetStopsAtMaxFailuresAndGoesOnWhenTheFailureIsResolved(t *testing.T) {
+	r, c := world(t, nil, "h1", "h2", "h3")
+	reconcileSet(t, r)
+	setStage(t, c, "h1", expv1.StageFailed)
+	setStage(t, c, "h2", expv1.StageApproved)
+	s := reconcileSet(t, r)
+	if s.Status.Phase != expv1.SetPhaseFailed || conditions.GetReason(s, infrav1.ReadyCondition) != MaxFailuresReason {
+		t.Fatalf("phase %s, %s: want Failed, %s after one failure (maxFailures default 1)", s.Status.Phase, conditions.GetMessage(s, infrav1.ReadyCondition), MaxFailuresReason)
+	}
+	paused := func() []string {
+		list := &expv1.RedfishMaintenanceList{}
+		if err := c.List(context.Background(), list); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, m := range list.Items {
+			if _, ok := m.Annotations["cluster.x-k8s.io/paused"]; ok {
+				out = append(out, m.Spec.HostName)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := paused(); !slices.Equal(got, []string{"h2", "h3"}) {
+		t.Fatalf("paused %v: want the two not started (h2, h3)", got)
+	}
+	setStage(t, c, "h1", expv1.StageCompleted)
+	if s := reconcileSet(t, r); s.Status.Phase != expv1.SetPhaseRollingOut {
+		t.Errorf("phase %s once the failure was resolved: want RollingOut", s.Status.Phase)
+	}
+	if got := paused(); len(got) != 0 {
+		t.Errorf("still paused %v: the set lifts the pauses it made", got)
 	}
 }
