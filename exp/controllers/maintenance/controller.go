@@ -649,8 +649,16 @@ func (r *Reconciler) drain(ctx context.Context, m *expv1.RedfishMaintenance, hos
 		r.waiting(m, DrainingReason, "Host %s is claimed by Machine %s, which did not approve this maintenance: waiting for it to be released (delete it to proceed)", host.Name, machine.Name)
 		return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, nil
 	default:
-		if err := r.Client.Delete(ctx, machine); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, err
+		// Only the Machine this maintenance recorded: one re-created under its name since the
+		// cache was read is refused by the API server (409) and waited for above.
+		uid := types.UID(m.Status.MachineUID)
+		if err := r.Client.Delete(ctx, machine, client.Preconditions{UID: &uid}); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+			}
+			if !apierrors.IsNotFound(err) {
+				return ctrl.Result{}, err
+			}
 		}
 		r.event(m, "MachineDeleted", "deleted Machine %s so CAPI drains it and its MachineSet replaces it", machine.Name)
 		// Told on the Node once CAPI has started (its drain's cordon comes a moment later): the

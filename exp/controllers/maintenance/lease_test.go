@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
@@ -249,5 +250,53 @@ func TestAnImageServerPasswordEchoedByTheBMCIsMasked(t *testing.T) {
 	all := strings.Join(seen, "\n")
 	if strings.Contains(all, pw) || !strings.Contains(all, "fw-reader:***") {
 		t.Errorf("messages and events:\n%s\nwant the BMC's echo with the password masked", all)
+	}
+}
+
+// An apply job the maintenance created is never created again once it is gone (collected after
+// its TTL while the maintenance was paused or the gate off): that would boot the host into its
+// BIOS setup once more. The verification decides.
+func TestAnApplyJobThatIsGoneIsNotCreatedAgain(t *testing.T) {
+	m, host := biosMaintenance(map[string]string{"BootMode": `"LegacyBios"`})
+	m.UID = "m-uid"
+	at := metav1.NewTime(time.Now())
+	m.Status.Tasks = []expv1.MaintenanceTaskStatus{{State: expv1.TaskRunning, Phase: expv1.PhaseApplying, Attempt: 1, StepStartTime: &at, PhaseStartTime: &at,
+		Job: jobName("m", 0, 0, 0, 1, "apply")}}
+	host.Status.State = infrav1.HostStateAvailable
+	host.Status.Lease = &infrav1.HostLease{Holder: holderRef(m), HolderUID: "m-uid", AcquiredAt: at}
+	c := apiWorld(t, host)
+	r := &Reconciler{Client: c, APIReader: c, PollInterval: time.Second, Now: time.Now,
+		Connect: func(context.Context, *infrav1.RedfishHost) (BMC, error) { return &fakeBIOS{current: map[string]any{"BootMode": "Uefi"}}, nil }}
+	round(t, r, c, m)
+	jobs := &infrav1.RedfishJobList{}
+	if err := c.List(context.Background(), jobs); err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs.Items) != 0 || m.Status.Tasks[0].Phase != expv1.PhaseVerifying {
+		t.Errorf("%d job(s) created, task %+v: want the gone job not created again, and the verification next", len(jobs.Items), m.Status.Tasks[0])
+	}
+}
+
+// The Machine is deleted under the UID the maintenance recorded: one re-created under its name
+// since the cache was read is refused by the API server, never deleted.
+func TestTheMachineIsDeletedOnlyUnderTheRecordedUID(t *testing.T) {
+	machine := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w-1", UID: "machine-uid"}}
+	m := approvedOn("m", "h", time.Now())
+	m.Status.Stage, m.Status.Machine, m.Status.MachineUID = expv1.StageDraining, "w-1", "machine-uid"
+	host := readyHost("h")
+	var deleted []client.DeleteOption
+	c := interceptor.NewClient(apiWorld(t, host, machine, m).(client.WithWatch), interceptor.Funcs{
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			deleted = append(deleted, opts...)
+			return c.Delete(ctx, obj, opts...)
+		}})
+	r := &Reconciler{Client: c, APIReader: c, PollInterval: time.Second, Now: time.Now}
+	if _, err := r.drain(context.Background(), m, host, nil, machine); err != nil {
+		t.Fatal(err)
+	}
+	do := &client.DeleteOptions{}
+	do.ApplyOptions(deleted)
+	if do.Preconditions == nil || do.Preconditions.UID == nil || *do.Preconditions.UID != "machine-uid" {
+		t.Errorf("Machine deleted with options %+v: want the precondition UID machine-uid", do)
 	}
 }

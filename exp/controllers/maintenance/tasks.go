@@ -770,6 +770,14 @@ func (r *Reconciler) runJob(ctx context.Context, m *expv1.RedfishMaintenance, ho
 	st := &m.Status.Tasks[i]
 	name := jobName(m.Name, i, st.Step, st.Retry, st.Attempt, kind)
 	job, err := r.getJob(ctx, m.Namespace, name)
+	if apierrors.IsNotFound(err) && st.Job == name {
+		// Created by an earlier round and gone since: collected after its TTL (the maintenance
+		// was paused, or the gate off, that long) or deleted. It is never created again (it
+		// would boot the host once more): the verification decides whether it applied.
+		st.Message = "RedfishJob " + name + " is gone (collected after its TTL, or deleted): not created again; the inventory decides"
+		r.event(m, "JobGone", "tasks[%d]: RedfishJob %s is gone; not created again, verifying", i, name)
+		return true, ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	}
 	if apierrors.IsNotFound(err) {
 		job = &infrav1.RedfishJob{
 			ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: name, Labels: map[string]string{JobLabel: names.LabelValue(m.Name)}},
