@@ -266,7 +266,9 @@ func TestAnApplyJobThatIsGoneIsNotCreatedAgain(t *testing.T) {
 	host.Status.Lease = &infrav1.HostLease{Holder: holderRef(m), HolderUID: "m-uid", AcquiredAt: at}
 	c := apiWorld(t, host)
 	r := &Reconciler{Client: c, APIReader: c, PollInterval: time.Second, Now: time.Now,
-		Connect: func(context.Context, *infrav1.RedfishHost) (BMC, error) { return &fakeBIOS{current: map[string]any{"BootMode": "Uefi"}}, nil }}
+		Connect: func(context.Context, *infrav1.RedfishHost) (BMC, error) {
+			return &fakeBIOS{current: map[string]any{"BootMode": "Uefi"}}, nil
+		}}
 	round(t, r, c, m)
 	jobs := &infrav1.RedfishJobList{}
 	if err := c.List(context.Background(), jobs); err != nil {
