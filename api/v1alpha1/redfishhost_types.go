@@ -108,6 +108,13 @@ type RebootRequest struct {
 	// +optional
 	// +kubebuilder:default=Soft
 	Mode RebootMode `json:"mode,omitempty"`
+
+	// requestorUID is the UID of the object behind the requestor (a RedfishMaintenance or
+	// RedfishRemediation), when it is one: a request whose object is gone, or was re-created
+	// under the same name, is dropped after the host's orphan grace period.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	RequestorUID string `json:"requestorUID,omitempty"`
 }
 
 // RedfishHostSpec is the desired state of one physical server.

@@ -386,9 +386,12 @@ func (r *Reconciler) dropOrphanedRemediationRequests(ctx context.Context, h *inf
 	for _, rr := range h.Spec.RebootRequests {
 		kind, name := requestorObject(rr.Requestor)
 		if kind != "" {
-			err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: name}, &metav1.PartialObjectMetadata{
-				TypeMeta: metav1.TypeMeta{APIVersion: infrav1.GroupVersion.String(), Kind: kind},
-			})
+			obj := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: infrav1.GroupVersion.String(), Kind: kind}}
+			err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: name}, obj)
+			if err == nil && rr.RequestorUID != "" && string(obj.UID) != rr.RequestorUID {
+				// Another object under the requestor's name: the one that asked is gone.
+				err = apierrors.NewNotFound(infrav1.GroupVersion.WithResource(kind).GroupResource(), name)
+			}
 			switch {
 			case err == nil, meta.IsNoMatchError(err): // the experimental CRDs not installed: kept
 			case !apierrors.IsNotFound(err):

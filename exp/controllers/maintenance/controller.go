@@ -729,7 +729,7 @@ func (r *Reconciler) work(ctx context.Context, m *expv1.RedfishMaintenance, host
 				return retryOnConflict(err)
 			}
 		}
-		held := slices.ContainsFunc(host.Spec.RebootRequests, func(q infrav1.RebootRequest) bool { return q.Requestor == requestor(m) })
+		held := slices.ContainsFunc(host.Spec.RebootRequests, func(q infrav1.RebootRequest) bool { return ownHold(q, m) })
 		switch sb := host.Status.ServiceBoot; {
 		case held && sb != nil && sb.Requestor == requestor(m):
 			r.waiting(m, WaitingForCompletionReason, "Waiting for host %s to eject %s", host.Name, sb.Image)
@@ -953,14 +953,19 @@ func (r *Reconciler) setServiceBoot(ctx context.Context, h *infrav1.RedfishHost,
 // setHold adds or removes the maintenance's reboot request on the host: power stays off while any
 // requestor holds one.
 func (r *Reconciler) setHold(ctx context.Context, h *infrav1.RedfishHost, m *expv1.RedfishMaintenance, want bool) error {
-	idx := slices.IndexFunc(h.Spec.RebootRequests, func(q infrav1.RebootRequest) bool { return q.Requestor == requestor(m) })
+	idx := slices.IndexFunc(h.Spec.RebootRequests, func(q infrav1.RebootRequest) bool { return ownHold(q, m) })
 	if (idx >= 0) == want {
 		return nil
 	}
 	before := h.DeepCopy()
-	if want {
-		h.Spec.RebootRequests = append(h.Spec.RebootRequests, infrav1.RebootRequest{Requestor: requestor(m), Mode: infrav1.RebootModeHard})
-	} else {
+	own := infrav1.RebootRequest{Requestor: requestor(m), Mode: infrav1.RebootModeHard, RequestorUID: string(m.UID)}
+	switch pred := slices.IndexFunc(h.Spec.RebootRequests, func(q infrav1.RebootRequest) bool { return q.Requestor == requestor(m) }); {
+	case want && pred >= 0:
+		// A predecessor's under the same name (one request per requestor): taken over.
+		h.Spec.RebootRequests[pred] = own
+	case want:
+		h.Spec.RebootRequests = append(h.Spec.RebootRequests, own)
+	default:
 		h.Spec.RebootRequests = slices.Delete(h.Spec.RebootRequests, idx, idx+1)
 	}
 	if err := r.Client.Patch(ctx, h, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
@@ -970,6 +975,13 @@ func (r *Reconciler) setHold(ctx context.Context, h *infrav1.RedfishHost, m *exp
 		r.event(m, "PowerHeld", "host %s held powered off", h.Name)
 	}
 	return nil
+}
+
+// ownHold says whether the reboot request is the maintenance's: its requestor, and its UID (a
+// request of a predecessor under the same name is not; one written before requests carried a UID
+// is).
+func ownHold(q infrav1.RebootRequest, m *expv1.RedfishMaintenance) bool {
+	return q.Requestor == requestor(m) && (q.RequestorUID == "" || q.RequestorUID == string(m.UID))
 }
 
 // enter moves to a stage (forward only) and records when.

@@ -302,3 +302,32 @@ func TestTheMachineIsDeletedOnlyUnderTheRecordedUID(t *testing.T) {
 		t.Errorf("Machine deleted with options %+v: want the precondition UID machine-uid", do)
 	}
 }
+
+// A power hold of a predecessor under the same name is not taken for the maintenance's own: it
+// does not count as held, is not withdrawn as its own, and is taken over when a hold is wanted.
+func TestAPredecessorsHoldUnderTheSameNameIsNotTheMaintenances(t *testing.T) {
+	m := flashing("fw", expv1.FirmwareBIOS)
+	host := readyHost("h")
+	host.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: requestor(m), RequestorUID: "predecessor", Mode: infrav1.RebootModeHard}}
+	c := apiWorld(t, host)
+	r := &Reconciler{Client: c, APIReader: c, PollInterval: time.Second, Now: time.Now}
+	get := func() *infrav1.RedfishHost {
+		h := &infrav1.RedfishHost{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(host), h); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	if err := r.setHold(context.Background(), get(), m, false); err != nil {
+		t.Fatal(err)
+	}
+	if rr := get().Spec.RebootRequests; len(rr) != 1 || rr[0].RequestorUID != "predecessor" {
+		t.Fatalf("reboot requests %+v: a predecessor's hold was withdrawn as the maintenance's own", rr)
+	}
+	if err := r.setHold(context.Background(), get(), m, true); err != nil {
+		t.Fatal(err)
+	}
+	if rr := get().Spec.RebootRequests; len(rr) != 1 || rr[0].RequestorUID != string(m.UID) {
+		t.Errorf("reboot requests %+v: want the maintenance's own hold (its UID) in the predecessor's place", rr)
+	}
+}

@@ -36,7 +36,7 @@ func ReuseHook(m *expv1.RedfishMaintenance) string {
 // deleting gets no hook (CAPI may be past it, and would then never look again), but its host
 // still comes back uncleaned and reserved. Both steps are idempotent: a restart repeats nothing.
 func (r *Reconciler) holdForReuse(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost, machine *clusterv1.Machine) error {
-	if _, ok := machine.Annotations[ReuseHook(m)]; !ok && machine.DeletionTimestamp.IsZero() {
+	if machine.Annotations[ReuseHook(m)] != string(m.UID) && machine.DeletionTimestamp.IsZero() {
 		before := machine.DeepCopy()
 		if machine.Annotations == nil {
 			machine.Annotations = map[string]string{}
@@ -60,7 +60,7 @@ func waitingForHook(machine *clusterv1.Machine, m *expv1.RedfishMaintenance) boo
 	if machine == nil {
 		return false
 	}
-	_, hooked := machine.Annotations[ReuseHook(m)]
+	hooked := machine.Annotations[ReuseHook(m)] == string(m.UID) // a predecessor's under the same name is not this one's
 	return string(machine.UID) == m.Status.MachineUID && hooked &&
 		machine.Status.Deletion != nil && !machine.Status.Deletion.WaitForPreTerminateHookStartTime.IsZero()
 }

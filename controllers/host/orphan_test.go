@@ -1,0 +1,51 @@
+package host
+
+import (
+	"context"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+)
+
+// A maintenance's power hold is its own by UID: one left by a maintenance gone (its finalizer
+// removed by hand) is dropped after the grace period even though another maintenance now has its
+// name; the hold of the maintenance that has the name and UID is kept.
+func TestAHoldOfAMaintenanceRecreatedUnderItsNameIsAnOrphan(t *testing.T) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, infrav1.AddToScheme, expv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h"}, Spec: infrav1.RedfishHostSpec{RebootRequests: []infrav1.RebootRequest{
+		{Requestor: infrav1.MaintenanceRequestorPrefix + "fw", RequestorUID: "uid-gone", Mode: infrav1.RebootModeHard},
+		{Requestor: infrav1.MaintenanceRequestorPrefix + "psu", RequestorUID: "uid-psu", Mode: infrav1.RebootModeHard},
+	}}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(h,
+		&expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "fw", UID: "uid-recreated"}},
+		&expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "psu", UID: "uid-psu"}}).Build()
+	r := &Reconciler{Client: c, APIReader: c, OrphanGracePeriod: 0}
+	for range 2 { // the first look starts the grace period, the second ends it
+		got := &infrav1.RedfishHost{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(h), got); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.dropOrphanedRemediationRequests(context.Background(), got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := &infrav1.RedfishHost{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(h), got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Spec.RebootRequests) != 1 || got.Spec.RebootRequests[0].RequestorUID != "uid-psu" {
+		t.Errorf("reboot requests %+v: want only psu's (fw's was made by a maintenance that is gone)", got.Spec.RebootRequests)
+	}
+}
