@@ -199,8 +199,8 @@ func (r *Reconciler) candidates(ctx context.Context, s *scope, hosts []infrav1.R
 			releasing = true
 		}
 		if h.Status.State != infrav1.HostStateAvailable || h.Status.Claim != nil || h.Spec.Cordon != nil || !h.DeletionTimestamp.IsZero() || annotations.HasPaused(h) ||
-			len(h.Spec.RebootRequests) > 0 || h.Spec.ServiceBoot != nil || h.Status.ServiceBoot != nil || jobs[h.Name] {
-			continue // a paused host, one whose power a reboot request holds off, one running a service image or with a RedfishJob to run would not boot for the claim
+			len(h.Spec.RebootRequests) > 0 || h.Spec.ServiceBoot != nil || h.Status.ServiceBoot != nil || jobs[h.Name] || h.Status.Lease != nil {
+			continue // a paused host, one whose power a reboot request holds off, one running a service image, with a RedfishJob to run or a maintenance's firmware work under way would not boot for the claim
 		}
 		if !sel.Matches(labels.Set(h.Labels)) || (fd != "" && h.Labels[fdLabel] != fd) {
 			continue

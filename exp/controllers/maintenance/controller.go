@@ -823,6 +823,13 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, m *expv1.RedfishMainte
 			return ctrl.Result{RequeueAfter: max(res.RequeueAfter, r.PollInterval)}, err
 		}
 	}
+	if what, err := r.windDown(ctx, m, host); err != nil || what != "" {
+		if what != "" {
+			r.waiting(m, AbortedReason, "Deleted: host %s is held powered off until %s, as a completion would", m.Spec.HostName, what)
+		}
+		res, err := retryOnConflict(err)
+		return ctrl.Result{RequeueAfter: max(res.RequeueAfter, r.PollInterval)}, err
+	}
 	if m.Status.Stage.Active() && m.Status.Stage != "" {
 		r.event(m, "Cancelled", "deleted in stage %s", m.Status.Stage)
 	}
@@ -832,6 +839,57 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, m *expv1.RedfishMainte
 	controllerutil.RemoveFinalizer(m, Finalizer)
 	metrics.SetMaintenanceStage(m.Namespace, m.Name, "")
 	return ctrl.Result{}, nil
+}
+
+// windDown brings a deleted maintenance's host to where a completion leaves it before its hold
+// goes, in the same order, with the power held meanwhile (so neither the image nor the old OS runs
+// on a host handed back): the maintenance's image ejected and the host off; in mode Reuse, the
+// Machine it took (held by its hook) deleted and the host released. It says what it waits for
+// ("" once done).
+func (r *Reconciler) windDown(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost) (string, error) {
+	if host == nil {
+		return "", nil
+	}
+	image := (host.Spec.ServiceBoot != nil && host.Spec.ServiceBoot.Requestor == requestor(m)) ||
+		(host.Status.ServiceBoot != nil && host.Status.ServiceBoot.Requestor == requestor(m))
+	reuse, err := r.reuseHeld(ctx, m, host)
+	if err != nil || (!image && !reuse) {
+		return "", err
+	}
+	if err := r.setHold(ctx, host, m, true); err != nil {
+		return "", err
+	}
+	if image {
+		if err := r.setServiceBoot(ctx, host, m, ""); err != nil {
+			return "", err
+		}
+		if sb := host.Status.ServiceBoot; sb != nil && sb.Requestor == requestor(m) {
+			return "it ejects " + sb.Image, nil
+		}
+		if host.Status.PowerState != string(bmc.PowerOff) {
+			return "it is off after the image (now " + host.Status.PowerState + ")", nil
+		}
+	}
+	if reuse {
+		if err := r.liftReuseHook(ctx, m); err != nil {
+			return "", err
+		}
+		return "CAPI deletes Machine " + m.Status.Machine + " and the host is released", nil
+	}
+	return "", nil
+}
+
+// reuseHeld says whether a Reuse maintenance's host is still claimed for the Machine it took and
+// CAPI deletes (held by its hook, or its hook just lifted): the host is released next.
+func (r *Reconciler) reuseHeld(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost) (bool, error) {
+	if m.Spec.Mode != expv1.Reuse || m.Status.MachineUID == "" || keepsMachine(m) || host.Status.Claim == nil {
+		return false, nil
+	}
+	_, machine, err := r.consumer(ctx, host)
+	if err != nil || machine == nil {
+		return false, err
+	}
+	return string(machine.UID) == m.Status.MachineUID && !machine.DeletionTimestamp.IsZero(), nil
 }
 
 // withdraw removes what an ended maintenance put elsewhere: its power hold and announcement.

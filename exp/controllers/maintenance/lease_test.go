@@ -331,3 +331,49 @@ func TestAPredecessorsHoldUnderTheSameNameIsNotTheMaintenances(t *testing.T) {
 		t.Errorf("reboot requests %+v: want the maintenance's own hold (its UID) in the predecessor's place", rr)
 	}
 }
+
+// Deleting a maintenance whose image runs on the host winds down as a completion does: the image
+// is ejected and the host off, with the power held, before the hold goes; the host is never
+// handed back running the image.
+func TestADeletedImageMaintenanceHandsTheHostBackOffAndEjected(t *testing.T) {
+	m := approvedOn("diag", "h", time.Now())
+	m.Spec.Tasks = []expv1.MaintenanceTask{{BootImage: &expv1.BootImage{URL: "http://images/diag.iso"}}}
+	m.Status.Stage, m.Finalizers = expv1.StageInMaintenance, []string{Finalizer}
+	host := readyHost("h")
+	host.Status.State, host.Status.PowerState = infrav1.HostStateAvailable, "On"
+	host.Spec.ServiceBoot = &infrav1.ServiceBoot{Requestor: requestor(m), Image: "http://images/diag.iso"}
+	host.Status.ServiceBoot = &infrav1.ServiceBootStatus{Requestor: requestor(m), Image: "images/diag.iso"}
+	host.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: requestor(m), RequestorUID: string(m.UID), Mode: infrav1.RebootModeHard}}
+	c := apiWorld(t, host, m)
+	if err := c.Delete(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: c, APIReader: c, PollInterval: time.Second, Now: time.Now}
+	key := client.ObjectKeyFromObject(m)
+	reconcile := func() (*expv1.RedfishMaintenance, *infrav1.RedfishHost) {
+		t.Helper()
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+			t.Fatal(err)
+		}
+		got, h := &expv1.RedfishMaintenance{}, &infrav1.RedfishHost{}
+		if err := c.Get(context.Background(), key, got); client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(host), h); err != nil {
+			t.Fatal(err)
+		}
+		return got, h
+	}
+	got, h := reconcile()
+	if len(got.Finalizers) == 0 || len(h.Spec.RebootRequests) != 1 || h.Spec.ServiceBoot != nil {
+		t.Fatalf("finalizers %v, reboot requests %+v, service boot %+v: want the image asked out with the power still held", got.Finalizers, h.Spec.RebootRequests, h.Spec.ServiceBoot)
+	}
+	h.Status.ServiceBoot, h.Status.PowerState = nil, "Off" // the host controller ejects and powers off
+	if err := c.Status().Update(context.Background(), h); err != nil {
+		t.Fatal(err)
+	}
+	got, h = reconcile()
+	if len(got.Finalizers) != 0 || len(h.Spec.RebootRequests) != 0 {
+		t.Errorf("finalizers %v, reboot requests %+v: want the hold withdrawn once the host is off and ejected", got.Finalizers, h.Spec.RebootRequests)
+	}
+}
