@@ -315,7 +315,7 @@ func (r *Reconciler) inUse(ctx context.Context, h *infrav1.RedfishHost) (string,
 		return "", fmt.Errorf("listing maintenances: %w", err)
 	}
 	for _, m := range list.Items {
-		if m.Spec.HostName == h.Name && m.Status.Stage == expv1.StageInMaintenance && !m.KeepsMachine() {
+		if m.Spec.HostName == h.Name && m.OpensHostToJobs() {
 			return "", nil
 		}
 	}

@@ -56,7 +56,7 @@ func (v *Job) ValidateCreate(ctx context.Context, j *infrav1.RedfishJob) (admiss
 		return nil, err
 	}
 	for _, m := range list.Items {
-		if m.Spec.HostName == h.Name && m.Status.Stage == expv1.StageInMaintenance && !m.KeepsMachine() {
+		if m.Spec.HostName == h.Name && m.OpensHostToJobs() {
 			return nil, nil
 		}
 	}

@@ -244,6 +244,20 @@ func (s MaintenanceStage) Holds() bool {
 	return false
 }
 
+// TakesHostOut says whether the maintenance has its host out of service, as budgets count it: past
+// the gate (Draining, InMaintenance) or failed there. An Approved one holds its host against new
+// claims (Holds) but has not taken it out yet.
+func (m *RedfishMaintenance) TakesHostOut() bool {
+	return m.Status.Stage.Holds() && m.Status.Stage != StageApproved
+}
+
+// OpensHostToJobs says whether the maintenance lets RedfishJobs act on its host while a Machine
+// still claims it: in stage InMaintenance, with that Machine drained or held for the work (not
+// a BMC-only update, whose Machine keeps running). The job webhook and controller ask this.
+func (m *RedfishMaintenance) OpensHostToJobs() bool {
+	return m.Status.Stage == StageInMaintenance && !m.KeepsMachine()
+}
+
 // KeepsMachine says whether the maintenance leaves the Machine on its host running: its only
 // tasks are BMC firmware updates, which need no host power action (no drain, no power hold).
 func (m *RedfishMaintenance) KeepsMachine() bool {

@@ -100,17 +100,11 @@ func scaled(v *intstr.IntOrString, total, def int) (int, error) {
 func holding(ms []expv1.RedfishMaintenance, skip string) map[string]bool {
 	out := map[string]bool{}
 	for i := range ms {
-		if ms[i].Name != skip && holdsHost(&ms[i]) {
+		if ms[i].Name != skip && ms[i].TakesHostOut() {
 			out[ms[i].Spec.HostName] = true
 		}
 	}
 	return out
-}
-
-// holdsHost says whether the maintenance has its host out of service: past the gate (Draining,
-// InMaintenance) or failed there; not merely approved.
-func holdsHost(m *expv1.RedfishMaintenance) bool {
-	return m.Status.Stage.Holds() && m.Status.Stage != expv1.StageApproved
 }
 
 // fleet is what budgets are counted over: a namespace's hosts and maintenances, and the labels of
@@ -486,7 +480,7 @@ func (r *Reconciler) gateOpen(ctx context.Context, reader client.Reader, m *expv
 		// every stage that holds one (a failed maintenance keeps its host out: a firmware the
 		// BMCs reject takes one host out, not the namespace).
 		for _, o := range f.ms {
-			if o.Name != m.Name && o.Spec.HostName != host.Name && holdsHost(&o) && !r.governed(policies.Items, f, o.Spec.HostName) {
+			if o.Name != m.Name && o.Spec.HostName != host.Name && o.TakesHostOut() && !r.governed(policies.Items, f, o.Spec.HostName) {
 				return false, WaitingForBudgetReason, fmt.Sprintf("No RedfishMaintenancePolicy selects host %s: one such host out of service at a time, and maintenance %s holds host %s (%s)", host.Name, o.Name, o.Spec.HostName, o.Status.Stage), r.budgetRecheck(), nil
 			}
 		}
