@@ -24,6 +24,11 @@ var (
 	// ErrConflict means the BMC refused the operation because the resource is busy (HTTP 409),
 	// typically a power transition in progress. Try again later.
 	ErrConflict = errors.New("the BMC is busy with another operation (409 Conflict)")
+	// ErrNotSent means a request was not sent to the BMC (what it needed, such as a firmware
+	// image to push, could not be had): nothing was started.
+	ErrNotSent = errors.New("not sent to the BMC")
+	// ErrRefused means the BMC answered a request with a client error (4xx): nothing was started.
+	ErrRefused = errors.New("refused by the BMC")
 	// ErrNothingToErase means the system has no drive Redfish can erase (no Drive.SecureErase
 	// action, or drives only behind SimpleStorage): cleaning cannot be done through this BMC.
 	ErrNothingToErase = errors.New("the BMC offers no drive erase (Drive.SecureErase)")

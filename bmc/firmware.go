@@ -133,7 +133,9 @@ func (c *client) UpdateFirmware(ctx context.Context, imageURI string, target Fir
 	defer cancel()
 	uri, err = c.runningUpdate(c.with(ctx))
 	if err != nil {
-		return "", fmt.Errorf("the BMC accepted the update without a task monitor, and listing its tasks failed: %w", err)
+		// Accepted all the same: "" (verify against the inventory), never an error a caller
+		// could take for a refusal and send the update again.
+		return "", nil
 	}
 	return uri, nil
 }
@@ -191,7 +193,7 @@ func (c *client) push(ctx context.Context, pushURI, imageURI string, targets []s
 	defer cancel()
 	img, name, size, err := openImage(ctx, imageURI, creds, c.opts)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w: %w", ErrNotSent, err)
 	}
 	defer func() { _ = img.Close() }()
 	params, err := json.Marshal(map[string]any{"Targets": targets, "@Redfish.OperationApplyTime": "Immediate"})
@@ -235,8 +237,11 @@ func (c *client) push(ctx context.Context, pushURI, imageURI string, targets []s
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		_ = resp.Body.Close()
 		err := fmt.Errorf("pushing the image to %s: HTTP %d: %s", pushURI, resp.StatusCode, Redact(errorMessage(body)))
-		if resp.StatusCode == http.StatusConflict {
+		switch {
+		case resp.StatusCode == http.StatusConflict:
 			err = fmt.Errorf("%w: %w", ErrConflict, err)
+		case resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusRequestTimeout:
+			err = fmt.Errorf("%w: %w", ErrRefused, err)
 		}
 		return "", err
 	}

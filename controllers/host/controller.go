@@ -96,6 +96,8 @@ type Reconciler struct {
 	// missingRequestors remembers, per host, since when each remediation holding a reboot request
 	// on it has been missing (types.NamespacedName -> map[requestor]time.Time).
 	missingRequestors sync.Map
+	// missingLeaseHolders remembers, per host, since when the holder of its lease is missing.
+	missingLeaseHolders sync.Map
 	// connected remembers, per host name, the BMC address and host UID its last connection was
 	// made for: a host that vanishes without its finalizer has its pooled client dropped.
 	connected sync.Map // types.NamespacedName -> connectedTo
@@ -241,6 +243,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			r.transitions.Delete(req.NamespacedName)
 			r.lastReset.Delete(req.NamespacedName)
 			r.missingRequestors.Delete(req.NamespacedName)
+			r.missingLeaseHolders.Delete(req.NamespacedName)
 			r.forgetConnection(req.NamespacedName) // gone without its finalizer (removed by force)
 			if r.fresh != nil {
 				r.fresh.Forget(req.NamespacedName)
@@ -255,6 +258,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, err
 	}
 	if dropped, err := r.dropOrphanedRemediationRequests(ctx, host); err != nil || dropped {
+		return ctrl.Result{}, err // the update wakes the next round
+	}
+	if dropped, err := r.dropOrphanedLease(ctx, host); err != nil || dropped {
 		return ctrl.Result{}, err // the update wakes the next round
 	}
 	// The finalizer is stored before anything else is done for a host (a BMC session, a restored
@@ -429,6 +435,51 @@ func (r *Reconciler) dropOrphanedRemediationRequests(ctx context.Context, h *inf
 		return false, err
 	}
 	r.event(h, "RebootRequestDropped", "Power", "dropped %d reboot request(s) of RedfishRemediations or RedfishMaintenances that no longer exist", len(before.Spec.RebootRequests)-len(kept))
+	return true, nil
+}
+
+// dropOrphanedLease releases a lease whose holder is gone (deleted with its finalizer removed by
+// hand, or re-created under its name), after the orphan grace period and never while the claim's
+// Cluster is paused (clusterctl move recreates a maintenance with a new UID; it takes its lease
+// over itself): a lease left behind would keep the host from every claim, job and BMC action for
+// ever. True when it did.
+func (r *Reconciler) dropOrphanedLease(ctx context.Context, h *infrav1.RedfishHost) (bool, error) {
+	key := types.NamespacedName{Namespace: h.Namespace, Name: h.Name}
+	l := h.Status.Lease
+	if l == nil {
+		r.missingLeaseHolders.Delete(key)
+		return false, nil
+	}
+	obj := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: infrav1.GroupVersion.String(), Kind: l.Holder.Kind}}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: l.Holder.Name}, obj)
+	switch {
+	case err == nil && string(obj.UID) == l.HolderUID, meta.IsNoMatchError(err):
+		r.missingLeaseHolders.Delete(key)
+		return false, nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return false, err
+	}
+	since := time.Now()
+	if v, ok := r.missingLeaseHolders.Load(key); ok {
+		since = v.(time.Time)
+	}
+	if h.Status.Claim != nil && r.clusterPaused(ctx, h.Namespace, h.Status.Claim.ClusterName) {
+		since = time.Now()
+	}
+	r.missingLeaseHolders.Store(key, since)
+	if time.Since(since) < r.OrphanGracePeriod {
+		return false, nil
+	}
+	before := h.DeepCopy()
+	h.Status.Lease = nil
+	if err := r.Client.Status().Patch(ctx, h, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) {
+			return true, nil // changed meanwhile: that change wakes the next round
+		}
+		return false, err
+	}
+	r.missingLeaseHolders.Delete(key)
+	r.event(h, "LeaseDropped", "Lease", "dropped the lease of %s %s, which no longer exists", l.Holder.Kind, l.Holder.Name)
 	return true, nil
 }
 

@@ -76,6 +76,15 @@ func (r *Reconciler) jobRunning(ctx context.Context, h *infrav1.RedfishHost, wha
 // WaitingForJob, the job as related object, what waits): the host's status does not change while
 // a job holds it.
 func (r *Reconciler) heldBy(h *infrav1.RedfishHost, jobs []infrav1.RedfishJob, what string) bool {
+	if l := h.Status.Lease; l != nil {
+		// A maintenance flashes, stages or boots the host through its BMC (a BMC restarting into
+		// new firmware, a BIOS image being written): the host's own BMC work waits for the lease
+		// to be released, which wakes the host.
+		if r.Recorder != nil {
+			r.Recorder.Eventf(h, nil, corev1.EventTypeNormal, WaitingForLeaseReason, "Wait", "%s %s holds this host's lease for its firmware and BIOS work: its %s waits for the lease's release", l.Holder.Kind, l.Holder.Name, what)
+		}
+		return true
+	}
 	for i := range jobs {
 		if j := &jobs[i]; j.Spec.HostName == h.Name && runs(j) {
 			if r.Recorder != nil {
@@ -89,6 +98,10 @@ func (r *Reconciler) heldBy(h *infrav1.RedfishHost, jobs []infrav1.RedfishJob, w
 
 // WaitingForJobReason is the reason of the event a host records while a RedfishJob holds it.
 const WaitingForJobReason = "WaitingForJob"
+
+// WaitingForLeaseReason is the reason of the event a host records while a maintenance's lease
+// holds its work.
+const WaitingForLeaseReason = "WaitingForLease"
 
 // claimWork names what a claim asks of the host: its provisioning, or its release.
 func claimWork(c *infrav1.HostClaim) string {

@@ -49,3 +49,39 @@ func TestAHoldOfAMaintenanceRecreatedUnderItsNameIsAnOrphan(t *testing.T) {
 		t.Errorf("reboot requests %+v: want only psu's (fw's was made by a maintenance that is gone)", got.Spec.RebootRequests)
 	}
 }
+
+// A lease whose holder is gone (its finalizer removed by hand, or re-created under its name) is
+// released after the grace period: it would keep the host from every claim, job and BMC action.
+func TestALeaseWhoseHolderIsGoneIsReleased(t *testing.T) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, infrav1.AddToScheme, expv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease := func(uid string) *infrav1.HostLease {
+		return &infrav1.HostLease{Holder: infrav1.ObjectRef{APIGroup: expv1.GroupVersion.Group, Kind: "RedfishMaintenance", Namespace: "ns", Name: "fw"}, HolderUID: uid, AcquiredAt: metav1.Now()}
+	}
+	for uid, kept := range map[string]bool{"uid-fw": true, "uid-gone": false} {
+		h := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h"}, Status: infrav1.RedfishHostStatus{Lease: lease(uid)}}
+		c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&infrav1.RedfishHost{}).WithObjects(h,
+			&expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "fw", UID: "uid-fw"}}).Build()
+		r := &Reconciler{Client: c, APIReader: c, OrphanGracePeriod: 0}
+		for range 2 {
+			got := &infrav1.RedfishHost{}
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(h), got); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.dropOrphanedLease(context.Background(), got); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := &infrav1.RedfishHost{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(h), got); err != nil {
+			t.Fatal(err)
+		}
+		if (got.Status.Lease != nil) != kept {
+			t.Errorf("lease of holder UID %s: %+v, want kept %v", uid, got.Status.Lease, kept)
+		}
+	}
+}

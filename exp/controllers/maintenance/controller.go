@@ -269,6 +269,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	case expv1.StageFailed:
 		// The host stays held (power included) until the maintenance is deleted; its lease goes
 		// once nothing it started on the BMC runs (a flash that outlived the timeout ends first).
+		// A hold under its name from before a move (which gives it a new UID) is its own again,
+		// before the host drops it as an orphan.
+		if err := r.adoptHold(ctx, host, m); err != nil {
+			return retryOnConflict(err)
+		}
 		if what, err := r.releaseWhenQuiet(ctx, m, host); err != nil || what != "" {
 			res, err := retryOnConflict(err)
 			return ctrl.Result{RequeueAfter: max(res.RequeueAfter, r.PollInterval)}, err
@@ -815,9 +820,16 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, m *expv1.RedfishMainte
 				}
 			}
 		}
-		if what, err := r.releaseWhenQuiet(ctx, m, host); err != nil || what != "" {
+		what, err := r.releaseWhenQuiet(ctx, m, host)
+		if what != "" && err == nil && !r.Now().Before(m.DeletionTimestamp.Add(leaseGiveUp(m))) {
+			// Its BMC never said (unreachable, a task that never ends): a deleted maintenance does
+			// not keep the host from everyone for ever. Said on the maintenance's events.
+			r.warn(m, "LeaseReleasedUnconfirmed", "released the lease of host %s %s after its deletion without the BMC confirming that %s ended", host.Name, leaseGiveUp(m), what)
+			what, err = "", r.release(ctx, m, host)
+		}
+		if err != nil || what != "" {
 			if what != "" {
-				r.waiting(m, AbortedReason, "Deleted: waiting for %s to end before the host's lease is released", what)
+				r.waiting(m, AbortedReason, "Deleted: waiting for %s to end before the host's lease is released (at most %s after the deletion)", what, leaseGiveUp(m))
 			}
 			res, err := retryOnConflict(err)
 			return ctrl.Result{RequeueAfter: max(res.RequeueAfter, r.PollInterval)}, err
@@ -1035,6 +1047,21 @@ func (r *Reconciler) setHold(ctx context.Context, h *infrav1.RedfishHost, m *exp
 	return nil
 }
 
+// adoptHold makes a reboot request under the maintenance's requestor that carries another UID its
+// own (nothing when there is none).
+func (r *Reconciler) adoptHold(ctx context.Context, h *infrav1.RedfishHost, m *expv1.RedfishMaintenance) error {
+	if h == nil {
+		return nil
+	}
+	idx := slices.IndexFunc(h.Spec.RebootRequests, func(q infrav1.RebootRequest) bool { return q.Requestor == requestor(m) && !ownHold(q, m) })
+	if idx < 0 {
+		return nil
+	}
+	before := h.DeepCopy()
+	h.Spec.RebootRequests[idx].RequestorUID = string(m.UID)
+	return r.Client.Patch(ctx, h, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+}
+
 // ownHold says whether the reboot request is the maintenance's: its requestor, and its UID (a
 // request of a predecessor under the same name is not; one written before requests carried a UID
 // is).
@@ -1088,6 +1115,24 @@ func (r *Reconciler) waiting(m *expv1.RedfishMaintenance, reason, format string,
 
 // messageRefresh is how long a waiting maintenance keeps a message whose figures have moved.
 func (r *Reconciler) messageRefresh() time.Duration { return 10 * r.PollInterval }
+
+// leaseGiveUp is how long a deleted maintenance waits for its BMC to confirm that what it started
+// ended before it releases the host's lease anyway: its longest phase timeout.
+func leaseGiveUp(m *expv1.RedfishMaintenance) time.Duration {
+	d := DefaultStepTimeout
+	for _, t := range m.Spec.Tasks {
+		if automatic(t) {
+			d = max(d, stepTimeout(t))
+		}
+	}
+	return d
+}
+
+func (r *Reconciler) warn(m *expv1.RedfishMaintenance, reason, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(m, nil, "Warning", reason, "Maintenance", format, args...)
+	}
+}
 
 func (r *Reconciler) event(m *expv1.RedfishMaintenance, reason, format string, args ...any) {
 	if r.Recorder != nil {

@@ -38,8 +38,9 @@ func holderRef(m *expv1.RedfishMaintenance) infrav1.ObjectRef {
 }
 
 // acquire takes the host's lease for the maintenance. It says who holds it when another does
-// (describeLease; "": held by m). A lease whose holder is gone (deleted, or re-created under its name) is taken
-// over: what it started on the BMC is waited out before anything is sent (see flashWait).
+// (describeLease; "": held by m). A lease whose holder is gone (deleted, or re-created under its
+// name) is taken over: an update it started that the BMC still runs is waited out before anything
+// is sent (firmwareStep).
 func (r *Reconciler) acquire(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost) (string, error) {
 	if holds(host, m) {
 		return "", nil
@@ -143,13 +144,32 @@ func (r *Reconciler) quiet(ctx context.Context, m *expv1.RedfishMaintenance, hos
 	if !ok {
 		return false, "an answer from the BMC of host " + host.Name
 	}
-	tasks, _, err := c.UpdateTasks(ctx)
+	tasks, listed, err := c.UpdateTasks(ctx)
 	if err != nil {
 		return false, "an answer from the BMC of host " + host.Name + " (" + bmc.Redact(err.Error()) + ")"
 	}
 	for _, t := range tasks {
 		if t.Running {
 			return false, "the BMC's update task " + t.URI
+		}
+	}
+	if listed {
+		return true, ""
+	}
+	// A BMC without a TaskService: the tasks followed say, and a flash without one is given its
+	// phase's timeout.
+	for i, st := range m.Status.Tasks {
+		if st.State != expv1.TaskRunning || st.Phase != expv1.PhaseFlashing || i >= len(m.Spec.Tasks) {
+			continue
+		}
+		if st.TaskURI == "" {
+			if st.PhaseStartTime != nil && r.Now().Before(st.PhaseStartTime.Add(stepTimeout(m.Spec.Tasks[i]))) {
+				return false, "the flash of tasks[" + fmt.Sprint(i) + "] (the BMC lists no tasks)"
+			}
+			continue
+		}
+		if task, err := c.TaskStatus(ctx, st.TaskURI); err != nil || !task.Done {
+			return false, "the BMC's update task " + st.TaskURI
 		}
 	}
 	return true, ""

@@ -2,6 +2,8 @@ package maintenance
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/bmc"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 )
 
@@ -375,5 +378,64 @@ func TestADeletedImageMaintenanceHandsTheHostBackOffAndEjected(t *testing.T) {
 	got, h = reconcile()
 	if len(got.Finalizers) != 0 || len(h.Spec.RebootRequests) != 0 {
 		t.Errorf("finalizers %v, reboot requests %+v: want the hold withdrawn once the host is off and ejected", got.Finalizers, h.Spec.RebootRequests)
+	}
+}
+
+// Two maintenances that both read the host's lease free (from a cache, at once): the lease is
+// written with the version read as a precondition, so one write lands and the other is refused.
+func TestOfTwoMaintenancesThatReadTheLeaseFreeOneTakesIt(t *testing.T) {
+	m1, m2 := flashing("first", expv1.FirmwareBIOS), flashing("second", expv1.FirmwareBIOS)
+	r, c, _ := leaseWorld(t, &fakeBMC{}, m1, m2)
+	read := &infrav1.RedfishHost{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "h"}, read); err != nil {
+		t.Fatal(err)
+	}
+	stale := read.DeepCopy()
+	who1, err1 := r.acquire(context.Background(), m1, read)
+	who2, err2 := r.acquire(context.Background(), m2, stale)
+	if who1 != "" || err1 != nil {
+		t.Fatalf("first acquire: %q, %v", who1, err1)
+	}
+	if err2 == nil && who2 == "" {
+		t.Fatal("both maintenances took the lease from the same read")
+	}
+	got := &infrav1.RedfishHost{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "h"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Lease == nil || got.Status.Lease.HolderUID != string(m1.UID) {
+		t.Errorf("lease %+v: want the first's", got.Status.Lease)
+	}
+}
+
+// An update the BMC refused (an answer: nothing started) is sent again; one whose outcome is not
+// known (a timeout) is never sent again: the BMC is given the grace to list it, then a BIOS image
+// is applied by the boot into the BIOS setup and the inventory decides.
+func TestARefusedUpdateIsSentAgainAnUnknownOneNever(t *testing.T) {
+	f := &fakeBMC{version: "1.0", outcomes: []string{"ok"}, failOnce: fmt.Errorf("%w: HTTP 400", bmc.ErrRefused)}
+	m := flashing("bios", expv1.FirmwareBIOS)
+	r, c, now := leaseWorld(t, f, m)
+	for range 2 {
+		round(t, r, c, m)
+		*now = now.Add(time.Second)
+	}
+	if f.calls != 2 || len(f.flashed) != 1 {
+		t.Fatalf("%d requests, %d accepted after a refusal: want it sent again once", f.calls, len(f.flashed))
+	}
+
+	f2 := &fakeBMC{version: "1.0", outcomes: []string{"ok"}, failOnce: errors.New("context deadline exceeded")}
+	m2 := flashing("bios", expv1.FirmwareBIOS)
+	r2, c2, now2 := leaseWorld(t, f2, m2)
+	for range 5 { // within the grace (10 s)
+		round(t, r2, c2, m2)
+		*now2 = now2.Add(time.Second)
+	}
+	if f2.calls != 1 || m2.Status.Tasks[0].Phase != expv1.PhaseChecking || !strings.Contains(m2.Status.Tasks[0].Message, "waiting for the BMC to list") {
+		t.Fatalf("%d requests, task %+v: want the unknown one waited for, not sent again", f2.calls, m2.Status.Tasks[0])
+	}
+	*now2 = now2.Add(10 * time.Second)
+	round(t, r2, c2, m2)
+	if f2.calls != 1 || m2.Status.Tasks[0].Phase != expv1.PhaseApplying {
+		t.Errorf("%d requests, task %+v: want the boot into the BIOS setup after the grace, no second request", f2.calls, m2.Status.Tasks[0])
 	}
 }

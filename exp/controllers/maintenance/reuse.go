@@ -60,7 +60,7 @@ func waitingForHook(machine *clusterv1.Machine, m *expv1.RedfishMaintenance) boo
 	if machine == nil {
 		return false
 	}
-	hooked := machine.Annotations[ReuseHook(m)] == string(m.UID) // a predecessor's under the same name is not this one's
+	_, hooked := machine.Annotations[ReuseHook(m)]
 	return string(machine.UID) == m.Status.MachineUID && hooked &&
 		machine.Status.Deletion != nil && !machine.Status.Deletion.WaitForPreTerminateHookStartTime.IsZero()
 }

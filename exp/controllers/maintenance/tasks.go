@@ -497,7 +497,7 @@ func (r *Reconciler) firmwareStep(ctx context.Context, m *expv1.RedfishMaintenan
 		}
 		tasks, _, err := c.UpdateTasks(ctx)
 		if err != nil {
-			st.Message = "listing the BMC's update tasks: " + bmc.Redact(err.Error())
+			st.Message = "listing the BMC's update tasks: " + bmc.Redact(maskPassword(err.Error(), creds))
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 		}
 		intent := &infrav1.FlashIntent{Task: int32(i), Step: st.Step, Attempt: st.Attempt, Retry: st.Retry, //nolint:gosec // at most 16 tasks
@@ -538,7 +538,9 @@ func (r *Reconciler) firmwareStep(ctx context.Context, m *expv1.RedfishMaintenan
 			st.Message = "starting the update: " + bmc.Redact(maskPassword(err.Error(), creds))
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 		}
-		if uri != "" {
+		if uri != "" && holds(host, m) {
+			// A copy: the one written may be what the host decoded its answer into.
+			intent = intent.DeepCopy()
 			intent.TaskURI = uri
 			_ = r.setIntent(ctx, host, intent) // best effort: the prior tasks find it too
 		}
@@ -912,6 +914,12 @@ func (r *Reconciler) resumeFlash(ctx context.Context, m *expv1.RedfishMaintenanc
 		r.enterPhase(st, expv1.PhaseFlashing)
 		return ctrl.Result{RequeueAfter: time.Millisecond}
 	}
+	if wait := intent.DecidedAt.Add(r.verifyGrace()).Sub(r.Now()); wait > 0 {
+		// A BMC may list the task only once it has the image (a pull that takes a while, a push
+		// it still processes): nothing is decided before the grace is over.
+		st.Message = fmt.Sprintf("waiting for the BMC to list the update of %s %s sent at %s (its answer was lost)", intent.Component, intent.Version, intent.DecidedAt.UTC().Format(time.RFC3339))
+		return ctrl.Result{RequeueAfter: min(wait, r.PollInterval)}
+	}
 	r.event(m, "FlashResumed", "tasks[%d]: the update of %s %s on host %s sent before lists no task on the BMC; not sent again, the inventory decides", i, intent.Component, intent.Version, host.Name)
 	r.afterFlash(st, target)
 	st.Message = "the update sent before lists no task on the BMC: not sent again; the inventory decides"
@@ -921,7 +929,7 @@ func (r *Reconciler) resumeFlash(ctx context.Context, m *expv1.RedfishMaintenanc
 // refused says whether the BMC answered a request by refusing it (nothing started), as opposed to
 // an outcome not known (a timeout, a 5xx, a lost connection).
 func refused(err error) bool {
-	for _, e := range []error{bmc.ErrConflict, bmc.ErrCircuitOpen, bmc.ErrConnecting, bmc.ErrAuth, bmc.ErrSessionLimit, bmc.ErrNotSupported} {
+	for _, e := range []error{bmc.ErrConflict, bmc.ErrCircuitOpen, bmc.ErrConnecting, bmc.ErrAuth, bmc.ErrSessionLimit, bmc.ErrNotSupported, bmc.ErrNotSent, bmc.ErrRefused} {
 		if errors.Is(err, e) {
 			return true
 		}

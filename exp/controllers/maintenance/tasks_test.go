@@ -33,6 +33,8 @@ type fakeBMC struct {
 	during func()
 	// echo is added to every task message (a BMC echoing the request's parameters).
 	echo string
+	// failOnce, when set, is what the next update request returns, the BMC starting nothing.
+	failOnce error
 }
 
 func (f *fakeBMC) UpdateFirmware(_ context.Context, image string, _ bmc.FirmwareTarget, _ *bmc.ImageCredentials) (string, error) {
@@ -41,6 +43,11 @@ func (f *fakeBMC) UpdateFirmware(_ context.Context, image string, _ bmc.Firmware
 		during := f.during
 		f.during = nil
 		during()
+	}
+	if f.failOnce != nil {
+		err := f.failOnce
+		f.failOnce = nil
+		return "", err
 	}
 	if f.running {
 		return "", fmt.Errorf("%w: an update is already running", bmc.ErrConflict)

@@ -275,20 +275,26 @@ func (r *Reconciler) count(set *expv1.RedfishMaintenanceSet, selected []string, 
 			c.NotStarted++
 			continue
 		}
-		countStage(&c, m.Status.Stage)
+		countStage(&c, m)
 	}
 	// Maintenances of hosts no longer selected still count: they were started.
 	for h, m := range byHost {
 		if !seen[h] {
-			countStage(&c, m.Status.Stage)
+			countStage(&c, m)
 		}
 	}
 	set.Status.Counts = c
 	set.Status.Hosts = c.NotStarted + c.Waiting + c.InProgress + c.Completed + c.Failed + c.Cancelled
 }
 
-func countStage(c *expv1.MaintenanceSetCounts, s expv1.MaintenanceStage) {
-	switch s {
+// countStage counts a maintenance by its stage; one whose task failed (it stays InMaintenance,
+// holding its host, until spec.retry or spec.abort) counts as failed.
+func countStage(c *expv1.MaintenanceSetCounts, m *expv1.RedfishMaintenance) {
+	if m.Status.Stage == expv1.StageInMaintenance && slices.ContainsFunc(m.Status.Tasks, func(t expv1.MaintenanceTaskStatus) bool { return t.State == expv1.TaskFailed }) {
+		c.Failed++
+		return
+	}
+	switch m.Status.Stage {
 	case expv1.StageDraining, expv1.StageInMaintenance:
 		c.InProgress++
 	case expv1.StageCompleted:
@@ -328,9 +334,11 @@ func (r *Reconciler) stop(ctx context.Context, set *expv1.RedfishMaintenanceSet,
 			continue
 		}
 		ours := m.Annotations[PausedBySetAnnotation] == set.Name
+		_, paused := m.Annotations[clusterv1.PausedAnnotation]
 		var edit func(*expv1.RedfishMaintenance)
 		switch st := m.Status.Stage; {
-		case stopped && !ours && (st == "" || st == expv1.StagePending || st == expv1.StageAnnounced || st == expv1.StageApproved):
+		case stopped && !ours && !paused && (st == "" || st == expv1.StagePending || st == expv1.StageAnnounced || st == expv1.StageApproved):
+			// Paused by a person already: left as it is (and never unpaused by the set).
 			edit = func(m *expv1.RedfishMaintenance) {
 				if m.Annotations == nil {
 					m.Annotations = map[string]string{}
@@ -348,7 +356,12 @@ func (r *Reconciler) stop(ctx context.Context, set *expv1.RedfishMaintenanceSet,
 		}
 		before := m.DeepCopy()
 		edit(m)
-		if err := r.Client.Patch(ctx, m, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
+		// Locked on the version read: a maintenance that passed the gate since is not paused
+		// from a stale stage (the conflict reads it again).
+		if err := r.Client.Patch(ctx, m, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+			if apierrors.IsConflict(err) {
+				continue
+			}
 			return fmt.Errorf("pausing maintenance %s: %w", m.Name, err)
 		}
 	}

@@ -181,10 +181,27 @@ func TestACanaryOfNoHostStartsNothingAndATakenNameIsReported(t *testing.T) {
 // not started yet are paused, out of the budgets' line; once the failed one completes on a retry,
 // the pauses the set made are lifted.
 func TestASetStopsAtMaxFailuresAndGoesOnWhenTheFailureIsResolved(t *testing.T) {
-	r, c := world(t, nil, "h1", "h2", "h3")
+	r, c := world(t, nil, "h1", "h2", "h3", "h4")
 	reconcileSet(t, r)
-	setStage(t, c, "h1", expv1.StageFailed)
+	// h1's task failed its retries: it stays InMaintenance, holding its host, until spec.retry.
+	m1 := &expv1.RedfishMaintenance{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: MaintenanceName("fw", "h1")}, m1); err != nil {
+		t.Fatal(err)
+	}
+	m1.Status.Stage, m1.Status.Tasks = expv1.StageInMaintenance, []expv1.MaintenanceTaskStatus{{State: expv1.TaskFailed}}
+	if err := c.Status().Update(context.Background(), m1); err != nil {
+		t.Fatal(err)
+	}
 	setStage(t, c, "h2", expv1.StageApproved)
+	// A person paused h4's maintenance: the set leaves that pause to the person.
+	m4 := &expv1.RedfishMaintenance{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: MaintenanceName("fw", "h4")}, m4); err != nil {
+		t.Fatal(err)
+	}
+	m4.Annotations = map[string]string{"cluster.x-k8s.io/paused": ""}
+	if err := c.Update(context.Background(), m4); err != nil {
+		t.Fatal(err)
+	}
 	s := reconcileSet(t, r)
 	if s.Status.Phase != expv1.SetPhaseFailed || conditions.GetReason(s, infrav1.ReadyCondition) != MaxFailuresReason {
 		t.Fatalf("phase %s, %s: want Failed, %s after one failure (maxFailures default 1)", s.Status.Phase, conditions.GetMessage(s, infrav1.ReadyCondition), MaxFailuresReason)
@@ -203,14 +220,14 @@ func TestASetStopsAtMaxFailuresAndGoesOnWhenTheFailureIsResolved(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	if got := paused(); !slices.Equal(got, []string{"h2", "h3"}) {
-		t.Fatalf("paused %v: want the two not started (h2, h3)", got)
+	if got := paused(); !slices.Equal(got, []string{"h2", "h3", "h4"}) {
+		t.Fatalf("paused %v: want the three not started (h2, h3, h4)", got)
 	}
 	setStage(t, c, "h1", expv1.StageCompleted)
 	if s := reconcileSet(t, r); s.Status.Phase != expv1.SetPhaseRollingOut {
 		t.Errorf("phase %s once the failure was resolved: want RollingOut", s.Status.Phase)
 	}
-	if got := paused(); len(got) != 0 {
-		t.Errorf("still paused %v: the set lifts the pauses it made", got)
+	if got := paused(); !slices.Equal(got, []string{"h4"}) {
+		t.Errorf("paused %v: the set lifts the pauses it made (h2, h3), and only those (h4's is a person's)", got)
 	}
 }
