@@ -439,3 +439,43 @@ func TestARefusedUpdateIsSentAgainAnUnknownOneNever(t *testing.T) {
 		t.Errorf("%d requests, task %+v: want the boot into the BIOS setup after the grace, no second request", f2.calls, m2.Status.Tasks[0])
 	}
 }
+
+// A BMC-only update waits for a host being provisioned without taking its lease: the host's own
+// work waits for a held lease, so taking it first would leave each waiting for the other.
+func TestABMCOnlyUpdateWaitsForASettledHostWithoutTakingItsLease(t *testing.T) {
+	f := &fakeBMC{version: "1.0", applies: true, outcomes: []string{"ok"}}
+	m := flashing("bmc", expv1.FirmwareBMC)
+	r, c, now := leaseWorld(t, f, m)
+	h := &infrav1.RedfishHost{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "h"}, h); err != nil {
+		t.Fatal(err)
+	}
+	h.Status.State = infrav1.HostStateProvisioning
+	if err := c.Status().Update(context.Background(), h); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		round(t, r, c, m)
+		*now = now.Add(time.Second)
+	}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "h"}, h); err != nil {
+		t.Fatal(err)
+	}
+	if f.calls != 0 || h.Status.Lease != nil || !strings.Contains(m.Status.Tasks[0].Message, "settle") {
+		t.Fatalf("%d update requests, lease %+v, task %+v: want no request and no lease while the host is provisioned", f.calls, h.Status.Lease, m.Status.Tasks[0])
+	}
+	h.Status.State = infrav1.HostStateProvisioned
+	h.Status.Claim = &infrav1.HostClaim{Consumer: infrav1.ObjectRef{Kind: "RedfishMachine", Name: "rm"}, ConsumerUID: "rm-uid"}
+	if err := c.Status().Update(context.Background(), h); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; !round(t, r, c, m); i++ {
+		if i > 20 {
+			t.Fatalf("not done once the host settled: %+v", m.Status.Tasks[0])
+		}
+		*now = now.Add(time.Second)
+	}
+	if f.calls != 1 {
+		t.Errorf("%d update requests: want one once the host settled", f.calls)
+	}
+}

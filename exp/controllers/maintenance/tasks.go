@@ -298,6 +298,16 @@ func (r *Reconciler) runTasks(ctx context.Context, m *expv1.RedfishMaintenance, 
 			r.startAttempt(st, 1)
 			r.event(m, "TaskStarted", "tasks[%d] (%s) started", i, describeTask(t))
 		}
+		if keepsMachine(m) && !holds(host, m) {
+			if why := unsettled(host); why != "" {
+				// The BMC restarts into its new firmware: not while the host controller needs it.
+				// Checked before the lease only: once it is held, the host's own work waits for
+				// it (a release asked for meanwhile waits for the flash, not the other way round).
+				r.waiting(m, TaskRunningReason, "tasks[%d] (%s) waits for host %s to settle before the BMC is flashed and restarts: %s", i, describeTask(t), host.Name, why)
+				st.Message = "waiting for host " + host.Name + " to settle: " + why
+				return false, ctrl.Result{RequeueAfter: r.PollInterval}, nil
+			}
+		}
 		// One maintenance at a time flashes, stages or boots the host: the one holding its lease,
 		// taken before anything is sent to the BMC.
 		if who, err := r.acquire(ctx, m, host); err != nil || who != "" {
@@ -487,13 +497,6 @@ func (r *Reconciler) firmwareStep(ctx context.Context, m *expv1.RedfishMaintenan
 		if intent := intentOf(host, m, i); intent != nil {
 			// Decided (and perhaps sent) in a round whose outcome was lost.
 			return r.resumeFlash(ctx, m, host, c, i, intent, target), nil
-		}
-		if keepsMachine(m) {
-			if why := unsettled(host); why != "" {
-				// The BMC restarts into its new firmware: not while the host controller needs it.
-				st.Message = "waiting for host " + host.Name + " to settle before the BMC is flashed and restarts: " + why
-				return ctrl.Result{RequeueAfter: r.PollInterval}, nil
-			}
 		}
 		tasks, _, err := c.UpdateTasks(ctx)
 		if err != nil {
