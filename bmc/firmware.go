@@ -73,11 +73,14 @@ func (c *client) UpdateFirmware(ctx context.Context, imageURI string, target Fir
 	// Never flash twice: an update still running on the BMC (started by an earlier call whose
 	// answer got lost) is the one to follow.
 	if uri, err := c.runningUpdate(api); err != nil || uri != "" {
+		if err != nil {
+			err = fmt.Errorf("%w: %w", ErrNotSent, err)
+		}
 		return uri, err
 	}
 	us, err := api.Service.UpdateService()
 	if err != nil {
-		return "", fmt.Errorf("reading UpdateService: %w", classify(err))
+		return "", fmt.Errorf("%w: reading UpdateService: %w", ErrNotSent, classify(err))
 	}
 	if us == nil {
 		return "", fmt.Errorf("%w: the service root has no UpdateService", ErrNotSupported)
@@ -86,11 +89,11 @@ func (c *client) UpdateFirmware(ctx context.Context, imageURI string, target Fir
 	if target == FirmwareBMC {
 		sys, err := c.system(ctx)
 		if err != nil {
-			return "", err
+			return "", fmt.Errorf("%w: %w", ErrNotSent, err)
 		}
 		managers, err := sys.ManagedBy()
 		if err != nil || len(managers) == 0 {
-			return "", fmt.Errorf("finding the BMC manager to update: %w", classify(err))
+			return "", fmt.Errorf("%w: finding the BMC manager to update: %w", ErrNotSent, classify(err))
 		}
 		targets = []string{managers[0].ODataID}
 	} else {

@@ -180,7 +180,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		}
 	} else if err := (&maintenance.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), GateOff: true, ClusterCache: opts.ClusterCache,
-		Recorder: mgr.GetEventRecorder("redfishmaintenance-controller"),
+		Recorder: mgr.GetEventRecorder("redfishmaintenance-controller"), Connect: maintenanceBMC(hosts),
 	}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 		// With the gate off, maintenances created before keep their hosts held; deleting one
 		// still withdraws its holds (or it would never go: its finalizer).

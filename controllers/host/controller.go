@@ -467,7 +467,12 @@ func (r *Reconciler) dropOrphanedLease(ctx context.Context, h *infrav1.RedfishHo
 		since = time.Now()
 	}
 	r.missingLeaseHolders.Store(key, since)
-	if time.Since(since) < r.OrphanGracePeriod {
+	grace := r.OrphanGracePeriod
+	if l.Flash != nil {
+		// Its holder sent a flash the BMC may still be writing: given a step's time to end.
+		grace = max(grace, orphanFlashGrace)
+	}
+	if time.Since(since) < grace {
 		return false, nil
 	}
 	before := h.DeepCopy()
@@ -482,6 +487,10 @@ func (r *Reconciler) dropOrphanedLease(ctx context.Context, h *infrav1.RedfishHo
 	r.event(h, "LeaseDropped", "Lease", "dropped the lease of %s %s, which no longer exists", l.Holder.Kind, l.Holder.Name)
 	return true, nil
 }
+
+// orphanFlashGrace is how long a lease whose holder is gone is kept when that holder had sent a
+// flash (a maintenance step's default timeout).
+const orphanFlashGrace = 30 * time.Minute
 
 // requestorObject names the object behind a reboot request's requestor, when it is one of ours.
 func requestorObject(requestor string) (kind, name string) {

@@ -85,3 +85,17 @@ func TestALeaseWhoseHolderIsGoneIsReleased(t *testing.T) {
 		}
 	}
 }
+
+// While a maintenance holds the host's lease, the host's own BMC work (provisioning, a release,
+// a power action, a service boot) waits for it.
+func TestAHeldLeaseHoldsTheHostsOwnWork(t *testing.T) {
+	r := &Reconciler{}
+	h := &infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h"}}
+	if r.heldBy(h, nil, "release") {
+		t.Fatal("a host without a lease or a job is held")
+	}
+	h.Status.Lease = &infrav1.HostLease{Holder: infrav1.ObjectRef{Kind: "RedfishMaintenance", Name: "fw"}, HolderUID: "u"}
+	if !r.heldBy(h, nil, "release") {
+		t.Error("a host whose lease a maintenance holds is not held")
+	}
+}

@@ -27,6 +27,10 @@ func (r *Reconciler) serviceBoot(ctx context.Context, s *scope) (bool, ctrl.Resu
 	switch {
 	case want == nil && done == nil:
 		return false, ctrl.Result{}, nil
+	case r.heldBy(h, nil, "service boot"):
+		// A maintenance flashes or boots the host (its lease): no power action, media or boot
+		// override until the lease is released, which wakes the host.
+		return true, ctrl.Result{RequeueAfter: r.CheckInterval}, nil
 	case done != nil && (want == nil || done.Requestor != want.Requestor || done.Image != ImageKey(want.Image)):
 		// The boot made is not (or no longer) the one asked for: it ends first, whatever holds
 		// the power, so that its requestor sees it gone.

@@ -25,16 +25,24 @@ import (
 	"github.com/caprf/cluster-api-provider-redfish/internal/dev/testenv"
 )
 
-// slowImageServer serves firmware images after a delay: a multipart push through the provider
-// takes that long, while the BMC lists no task yet.
+// slowImageServer serves firmware images slowly, a chunk at a time over delay: a multipart push
+// through the provider streams for that long while the BMC receives it and lists no task yet.
 func slowImageServer(delay time.Duration) *httptest.Server {
+	const chunks = 8
+	chunk := []byte(strings.Repeat("firmware", 128))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-time.After(delay):
-		case <-r.Context().Done():
-			return
+		w.Header().Set("Content-Length", fmt.Sprint(chunks*len(chunk)))
+		for range chunks {
+			select {
+			case <-time.After(delay / chunks):
+			case <-r.Context().Done():
+				return
+			}
+			_, _ = w.Write(chunk)
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
 		}
-		_, _ = w.Write([]byte(strings.Repeat("firmware", 1024)))
 	}))
 	DeferCleanup(srv.Close)
 	return srv

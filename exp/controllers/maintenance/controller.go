@@ -245,6 +245,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return r.reconcileDelete(ctx, m)
 	}
 	if r.GateOff {
+		if m.Status.Stage == expv1.StageFailed {
+			// Its lease goes once what it started ended, gate or no gate: a held lease stops
+			// every claim, job and BMC action of the host.
+			if host, err := r.hostOf(ctx, m); err != nil || host == nil {
+				return ctrl.Result{}, err
+			} else if what, err := r.releaseWhenQuiet(ctx, m, host); err != nil || what != "" {
+				res, err := retryOnConflict(err)
+				return ctrl.Result{RequeueAfter: max(res.RequeueAfter, r.PollInterval)}, err
+			}
+		}
 		return ctrl.Result{}, nil
 	}
 	if controllerutil.AddFinalizer(m, Finalizer) {
@@ -708,6 +718,14 @@ func (r *Reconciler) work(ctx context.Context, m *expv1.RedfishMaintenance, host
 		r.waiting(m, WaitingForCompletionReason, "Host %s is held powered off (now %s) until spec.complete is set", host.Name, power)
 		return ctrl.Result{RequeueAfter: 10 * r.PollInterval}, nil
 	case image != "" && !m.Spec.Complete:
+		if l := host.Status.Lease; l != nil && l.HolderUID != string(m.UID) {
+			r.waiting(m, WaitingForLeaseReason, "Host %s's lease is %s: this maintenance's image waits for it", host.Name, describeLease(l))
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+		}
+		// Its firmware and BIOS tasks done: their power hold goes, or the image would never boot.
+		if err := r.setHold(ctx, host, m, false); err != nil {
+			return retryOnConflict(err)
+		}
 		if sb := host.Spec.ServiceBoot; sb != nil && sb.Requestor != requestor(m) {
 			r.waiting(m, WaitingForCompletionReason, "Host %s runs the image of %s; this maintenance's image waits for it to end", host.Name, sb.Requestor)
 			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
@@ -904,13 +922,25 @@ func (r *Reconciler) reuseHeld(ctx context.Context, m *expv1.RedfishMaintenance,
 	return string(machine.UID) == m.Status.MachineUID && !machine.DeletionTimestamp.IsZero(), nil
 }
 
-// withdraw removes what an ended maintenance put elsewhere: its power hold and announcement.
+// hostOf reads the maintenance's host (nil when it is gone).
+func (r *Reconciler) hostOf(ctx context.Context, m *expv1.RedfishMaintenance) (*infrav1.RedfishHost, error) {
+	h := &infrav1.RedfishHost{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.HostName}, h); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return h, nil
+}
+
+// withdraw removes what an ended maintenance put elsewhere: its lease, power hold and announcement.
 func (r *Reconciler) withdraw(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost) error {
 	if err := r.liftReuseHook(ctx, m); err != nil {
 		return err
 	}
 	if host == nil {
 		return nil
+	}
+	if err := r.release(ctx, m, host); err != nil {
+		return err
 	}
 	if err := r.setServiceBoot(ctx, host, m, ""); err != nil {
 		return err

@@ -45,6 +45,12 @@ func (r *Reconciler) acquire(ctx context.Context, m *expv1.RedfishMaintenance, h
 	if holds(host, m) {
 		return "", nil
 	}
+	if sb := host.Spec.ServiceBoot; sb != nil && sb.Requestor != requestor(m) {
+		// Another maintenance's image (a vendor's updater, diagnostics) runs on the host: no
+		// flash or BIOS-setup boot under it.
+		return "running the image of " + sb.Requestor, nil
+	}
+	var keep *infrav1.FlashIntent
 	if l := host.Status.Lease; l != nil {
 		other := &expv1.RedfishMaintenance{}
 		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: host.Namespace, Name: l.Holder.Name}, other)
@@ -54,9 +60,14 @@ func (r *Reconciler) acquire(ctx context.Context, m *expv1.RedfishMaintenance, h
 		case err != nil && !apierrors.IsNotFound(err):
 			return "", err
 		}
+		if l.Holder.Name == m.Name {
+			// This maintenance under a new UID (clusterctl move, a restore): its flash intent
+			// still says what it sent.
+			keep = l.Flash
+		}
 	}
 	before := host.DeepCopy()
-	host.Status.Lease = &infrav1.HostLease{Holder: holderRef(m), HolderUID: string(m.UID), AcquiredAt: metav1.NewTime(r.Now())}
+	host.Status.Lease = &infrav1.HostLease{Holder: holderRef(m), HolderUID: string(m.UID), AcquiredAt: metav1.NewTime(r.Now()), Flash: keep}
 	if err := r.Client.Status().Patch(ctx, host, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		*host = *before
 		return "", err
@@ -78,6 +89,23 @@ func (r *Reconciler) release(ctx context.Context, m *expv1.RedfishMaintenance, h
 	}
 	r.event(m, "LeaseReleased", "host %s is free for another's firmware and BIOS work", host.Name)
 	return nil
+}
+
+// releaseConfirmed releases the lease as release does, reading the host from the API server when
+// the copy read shows it free: that copy may be behind the lease's write, and the round that
+// finds the tasks done is the last to look.
+func (r *Reconciler) releaseConfirmed(ctx context.Context, m *expv1.RedfishMaintenance, host *infrav1.RedfishHost) error {
+	if !holds(host, m) {
+		fresh := &infrav1.RedfishHost{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(host), fresh); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if !holds(fresh, m) {
+			return nil
+		}
+		*host = *fresh
+	}
+	return r.release(ctx, m, host)
 }
 
 // setIntent records (or, nil, clears) the flash decided under the lease, before the request.

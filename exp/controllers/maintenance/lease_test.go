@@ -479,3 +479,79 @@ func TestABMCOnlyUpdateWaitsForASettledHostWithoutTakingItsLease(t *testing.T) {
 		t.Errorf("%d update requests: want one once the host settled", f.calls)
 	}
 }
+
+// An update the BMC accepted without a task to follow is done only once the BMC lists no update
+// running: a BIOS image is not booted into while it is written.
+func TestAnUpdateAcceptedWithoutATaskIsWaitedOutBeforeTheBoot(t *testing.T) {
+	f := &fakeBMC{version: "1.0", outcomes: []string{"running"}, noMonitor: true}
+	m := flashing("bios", expv1.FirmwareBIOS)
+	r, c, now := leaseWorld(t, f, m)
+	for range 4 {
+		round(t, r, c, m)
+		*now = now.Add(time.Second)
+	}
+	if st := m.Status.Tasks[0]; st.Phase != expv1.PhaseFlashing || st.Job != "" {
+		t.Fatalf("task %+v while the BMC lists the update running: want it waited out, no boot", st)
+	}
+	f.running = false // the BMC's update ends
+	for range 3 {
+		round(t, r, c, m)
+		*now = now.Add(time.Second)
+	}
+	if st := m.Status.Tasks[0]; st.Phase != expv1.PhaseApplying || f.calls != 1 {
+		t.Errorf("task %+v after %d requests: want the boot into the BIOS setup once the update ended, one request", st, f.calls)
+	}
+}
+
+// Another maintenance's image running on the host (a vendor's updater) keeps the lease from a
+// flash.
+func TestNoLeaseUnderAnotherMaintenancesImage(t *testing.T) {
+	m := flashing("bios", expv1.FirmwareBIOS)
+	r, c, _ := leaseWorld(t, &fakeBMC{}, m)
+	h := &infrav1.RedfishHost{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "h"}, h); err != nil {
+		t.Fatal(err)
+	}
+	h.Spec.ServiceBoot = &infrav1.ServiceBoot{Requestor: RequestorPrefix + "diag", Image: "http://images/diag.iso"}
+	if who, err := r.acquire(context.Background(), m, h); err != nil || who == "" || h.Status.Lease != nil {
+		t.Errorf("acquire under another's image: %q, %v, lease %+v: want refused", who, err, h.Status.Lease)
+	}
+}
+
+// A deleted maintenance whose BMC never answers releases the host's lease at most its longest
+// step timeout after the deletion, not never.
+func TestADeletedMaintenanceGivesUpOnASilentBMC(t *testing.T) {
+	m := flashing("bios", expv1.FirmwareBMC)
+	m.Status.Tasks = []expv1.MaintenanceTaskStatus{{State: expv1.TaskSucceeded}}
+	r, c, now := leaseWorld(t, &fakeBMC{}, m)
+	r.Connect = func(context.Context, *infrav1.RedfishHost) (BMC, error) { return nil, errors.New("connection refused") }
+	h := &infrav1.RedfishHost{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "h"}, h); err != nil {
+		t.Fatal(err)
+	}
+	if who, err := r.acquire(context.Background(), m, h); err != nil || who != "" {
+		t.Fatal(who, err)
+	}
+	if err := c.Delete(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	*now = time.Now()
+	reconcile := func() *infrav1.RedfishHost {
+		t.Helper()
+		if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(m)}); err != nil {
+			t.Fatal(err)
+		}
+		got := &infrav1.RedfishHost{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "h"}, got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := reconcile(); got.Status.Lease == nil {
+		t.Fatal("the lease went at once, with the BMC not answering")
+	}
+	*now = now.Add(DefaultStepTimeout + time.Minute)
+	if got := reconcile(); got.Status.Lease != nil {
+		t.Errorf("lease %+v kept %s after the deletion: want it released", got.Status.Lease, DefaultStepTimeout+time.Minute)
+	}
+}

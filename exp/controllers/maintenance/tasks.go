@@ -354,7 +354,7 @@ func (r *Reconciler) runTasks(ctx context.Context, m *expv1.RedfishMaintenance, 
 		return false, res, err
 	}
 	// Every task is done, and what they started ended with them: the lease goes.
-	if err := r.release(ctx, m, host); err != nil {
+	if err := r.releaseConfirmed(ctx, m, host); err != nil {
 		res, err := retryOnConflict(err)
 		return false, res, err
 	}
@@ -550,11 +550,25 @@ func (r *Reconciler) firmwareStep(ctx context.Context, m *expv1.RedfishMaintenan
 		st.TaskURI, st.Percent, st.Message = uri, ptr.To[int32](0), fmt.Sprintf("flashing %s %s (from %s)", f.Component, want.Version, v)
 		r.event(m, "Flashing", "tasks[%d]: flashing %s %s on host %s (step %d of %d, attempt %d)", i, f.Component, want.Version, host.Name, st.Step+1, len(f.Plan), st.Attempt)
 		r.enterPhase(st, expv1.PhaseFlashing)
-		if uri == "" {
-			r.afterFlash(st, target)
-		}
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	case expv1.PhaseFlashing:
+		if st.TaskURI == "" {
+			// Accepted without a task to follow: done once the BMC lists no update running; a
+			// BMC that lists none is given the verify grace to write the image before the host is
+			// booted (a BIOS image) or the inventory read (a BMC's).
+			tasks, listed, err := c.UpdateTasks(ctx)
+			if err != nil {
+				st.Message = "listing the BMC's update tasks: " + bmc.Redact(maskPassword(err.Error(), creds))
+				return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+			}
+			running := slices.ContainsFunc(tasks, func(t bmc.UpdateTask) bool { return t.Running })
+			if running || (!listed && r.Now().Before(st.PhaseStartTime.Add(r.verifyGrace()))) {
+				st.Message = "the BMC accepted the update without a task to follow: waiting for it to end"
+				return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+			}
+			r.afterFlash(st, target)
+			return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+		}
 		task, err := c.TaskStatus(ctx, st.TaskURI)
 		if err != nil {
 			// A BMC flashing its own firmware restarts and answers nothing for a while.

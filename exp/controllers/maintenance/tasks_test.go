@@ -35,6 +35,8 @@ type fakeBMC struct {
 	echo string
 	// failOnce, when set, is what the next update request returns, the BMC starting nothing.
 	failOnce error
+	// noMonitor: updates are accepted without a task URI (the task is only listed).
+	noMonitor bool
 }
 
 func (f *fakeBMC) UpdateFirmware(_ context.Context, image string, _ bmc.FirmwareTarget, _ *bmc.ImageCredentials) (string, error) {
@@ -54,6 +56,9 @@ func (f *fakeBMC) UpdateFirmware(_ context.Context, image string, _ bmc.Firmware
 	}
 	f.flashed = append(f.flashed, image)
 	f.running = true
+	if f.noMonitor {
+		return "", nil
+	}
 	return fmt.Sprintf("/tasks/%d", len(f.flashed)), nil
 }
 
