@@ -555,3 +555,35 @@ func TestADeletedMaintenanceGivesUpOnASilentBMC(t *testing.T) {
 		t.Errorf("lease %+v kept %s after the deletion: want it released", got.Status.Lease, DefaultStepTimeout+time.Minute)
 	}
 }
+
+// A maintenance that flashes the BIOS and then runs an image: once the firmware is done its
+// tasks' power hold goes and stays gone, and the image is asked for (it booted never before:
+// the hold was put back every round).
+func TestAnImageAfterFirmwareTasksIsBooted(t *testing.T) {
+	m := flashing("fw-diag", expv1.FirmwareBIOS)
+	m.Spec.Tasks = append(m.Spec.Tasks, expv1.MaintenanceTask{BootImage: &expv1.BootImage{URL: "http://images/diag.iso"}})
+	m.Status.Tasks = []expv1.MaintenanceTaskStatus{{State: expv1.TaskSucceeded}, {}}
+	r, c, _ := leaseWorld(t, &fakeBMC{}, m)
+	h := &infrav1.RedfishHost{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "h"}, h); err != nil {
+		t.Fatal(err)
+	}
+	h.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: requestor(m), RequestorUID: string(m.UID), Mode: infrav1.RebootModeHard}}
+	if err := c.Update(context.Background(), h); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "h"}, h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.work(context.Background(), m, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "h"}, h); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Spec.RebootRequests) != 0 || h.Spec.ServiceBoot == nil {
+		t.Errorf("reboot requests %+v, service boot %+v: want no hold and the image asked for", h.Spec.RebootRequests, h.Spec.ServiceBoot)
+	}
+}

@@ -258,9 +258,13 @@ func (r *Reconciler) runTasks(ctx context.Context, m *expv1.RedfishMaintenance, 
 			}
 		}
 	}
-	if !keepsMachine(m) {
+	allDone := !slices.ContainsFunc(m.Status.Tasks, func(st expv1.MaintenanceTaskStatus) bool {
+		return st.State != "" && st.State != expv1.TaskSucceeded
+	})
+	if !keepsMachine(m) && !allDone {
 		// The host stays off between the steps: only the jobs applying BIOS images and settings
-		// power it on, into its BIOS setup.
+		// power it on, into its BIOS setup. (Once they are all done, the tasks after them say
+		// what the power does: a hold, an image.)
 		if err := r.setHold(ctx, host, m, true); err != nil {
 			res, err := retryOnConflict(err)
 			return false, res, err
