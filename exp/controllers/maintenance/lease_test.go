@@ -586,4 +586,11 @@ func TestAnImageAfterFirmwareTasksIsBooted(t *testing.T) {
 	if len(h.Spec.RebootRequests) != 0 || h.Spec.ServiceBoot == nil {
 		t.Errorf("reboot requests %+v, service boot %+v: want no hold and the image asked for", h.Spec.RebootRequests, h.Spec.ServiceBoot)
 	}
+	// The next round's tasks (all done) leave the power alone: no hold put back for a moment.
+	if _, _, err := r.runTasks(context.Background(), m, h); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Spec.RebootRequests) != 0 {
+		t.Errorf("reboot requests %+v after a round of the done tasks: the hold was put back", h.Spec.RebootRequests)
+	}
 }
