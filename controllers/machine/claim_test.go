@@ -83,8 +83,9 @@ func TestMachineWaitsForTheHostAReuseMaintenanceGivesBack(t *testing.T) {
 	}
 }
 
-// A host with a RedfishJob not finished (waiting or running) is not offered to a Machine: the
-// claim would fight the job over the host's power. A finished job does not keep it out.
+// A host with a RedfishJob not finished (waiting or running), or whose lease a maintenance holds,
+// is not offered to a Machine: the claim would fight the job or the flash over the host's BMC. A
+// finished job does not keep it out.
 func TestAHostWithAnUnfinishedJobIsNotClaimed(t *testing.T) {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme, expv1.AddToScheme} {
@@ -97,7 +98,9 @@ func TestAHostWithAnUnfinishedJobIsNotClaimed(t *testing.T) {
 		h.Status.State = infrav1.HostStateAvailable
 		return h
 	}
-	hosts := []infrav1.RedfishHost{available("busy"), available("done"), available("free")}
+	leased := available("leased") // a maintenance flashes it
+	leased.Status.Lease = &infrav1.HostLease{Holder: infrav1.ObjectRef{Kind: "RedfishMaintenance", Name: "fw"}, HolderUID: "u"}
+	hosts := []infrav1.RedfishHost{available("busy"), available("done"), available("free"), leased}
 	job := func(name, host string, finished bool) *infrav1.RedfishJob {
 		j := &infrav1.RedfishJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Spec: infrav1.RedfishJobSpec{HostName: host}}
 		if finished {
@@ -119,7 +122,7 @@ func TestAHostWithAnUnfinishedJobIsNotClaimed(t *testing.T) {
 	}
 	slices.Sort(names)
 	if strings.Join(names, ",") != "done,free" {
-		t.Errorf("candidates %v, want done and free (not busy, whose job is not finished)", names)
+		t.Errorf("candidates %v, want done and free (not busy, whose job is not finished, nor leased, which a maintenance flashes)", names)
 	}
 }
 

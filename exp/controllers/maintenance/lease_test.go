@@ -594,3 +594,43 @@ func TestAnImageAfterFirmwareTasksIsBooted(t *testing.T) {
 		t.Errorf("reboot requests %+v after a round of the done tasks: the hold was put back", h.Spec.RebootRequests)
 	}
 }
+
+// A RedfishJob of another that started before the lease was taken runs to its end before the
+// holder sends anything to the BMC (a job that starts later sees the lease and waits).
+func TestAJobStartedBeforeTheLeaseIsWaitedOut(t *testing.T) {
+	f := &fakeBMC{version: "1.0", applies: true, outcomes: []string{"ok"}}
+	m := flashing("bmc", expv1.FirmwareBMC)
+	started := metav1.NewMicroTime(time.Now())
+	job := &infrav1.RedfishJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "user-cycle"},
+		Spec:   infrav1.RedfishJobSpec{HostName: "h", Tasks: []infrav1.JobTask{{Power: infrav1.JobPowerOn}}},
+		Status: infrav1.RedfishJobStatus{StartTime: &started}}
+	r, c, now := leaseWorld(t, f, m)
+	if err := c.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	job.Status.StartTime = &started
+	if err := c.Status().Update(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		round(t, r, c, m)
+		*now = now.Add(time.Second)
+	}
+	if f.calls != 0 || !strings.Contains(describe(m), "user-cycle") {
+		t.Fatalf("%d update requests (%s) while a job of another runs on the host: want none, waiting for it", f.calls, describe(m))
+	}
+	done := metav1.NewMicroTime(time.Now())
+	job.Status.CompletionTime = &done
+	if err := c.Status().Update(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; !round(t, r, c, m); i++ {
+		if i > 20 {
+			t.Fatalf("not done once the job ended: %+v", m.Status.Tasks[0])
+		}
+		*now = now.Add(time.Second)
+	}
+	if f.calls != 1 {
+		t.Errorf("%d update requests: want one, after the job", f.calls)
+	}
+}
