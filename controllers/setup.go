@@ -59,6 +59,9 @@ type Options struct {
 	// BIOSSetupWait is how long a maintenance leaves a host whose BMC reports no boot progress in
 	// POST to write a staged BIOS image or settings (default 3m).
 	BIOSSetupWait time.Duration
+	// FirmwareVerifyGrace is how long the inventory may report the old firmware after an apply,
+	// and how long a BMC is given to list an update whose answer was lost (default 5m).
+	FirmwareVerifyGrace time.Duration
 	// SoftPowerOffTimeout is how long a server pressed once for a graceful shutdown may take to
 	// turn off before it is forced off (default 5m).
 	SoftPowerOffTimeout time.Duration
@@ -169,6 +172,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		if err := (&maintenance.Reconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), PollInterval: opts.PollInterval, ClusterCache: opts.ClusterCache,
 			Recorder: mgr.GetEventRecorder("redfishmaintenance-controller"), Connect: maintenanceBMC(hosts), SetupWait: opts.BIOSSetupWait,
+			VerifyGrace: opts.FirmwareVerifyGrace,
 		}).SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 			return err
 		}

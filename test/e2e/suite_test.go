@@ -107,17 +107,20 @@ var _ = BeforeSuite(func() {
 			}
 			return provider.Setup(ctx, mgr, listen, controllers.Options{
 				// SkipNameValidation: env.RestartManager registers the controllers again.
-				Controller:         controller.Options{MaxConcurrentReconciles: 10, SkipNameValidation: ptr.To(true)},
-				ClusterCache:       cc,
-				SeedBaseURL:        seedBaseURL,
-				PollInterval:       500 * time.Millisecond,
-				Maintenance:        maintenanceGate.Load(),
-				BMCRetryInterval:   2 * time.Second,
-				BMCCheckInterval:   bmcCheckInterval,
-				BIOSSetupWait:      3 * time.Second, // the simulated POST is far shorter than a real one
-				OrphanGracePeriod:  orphanGracePeriod,
-				RestoreGracePeriod: restoreGracePeriod,
-				BMC:                bmc.Options{CallTimeout: 20 * time.Second, AttemptTimeout: 5 * time.Second, BreakerCooldown: 5 * time.Second},
+				Controller:       controller.Options{MaxConcurrentReconciles: 10, SkipNameValidation: ptr.To(true)},
+				ClusterCache:     cc,
+				SeedBaseURL:      seedBaseURL,
+				PollInterval:     500 * time.Millisecond,
+				Maintenance:      maintenanceGate.Load(),
+				BMCRetryInterval: 2 * time.Second,
+				BMCCheckInterval: bmcCheckInterval,
+				BIOSSetupWait:    3 * time.Second, // the simulated POST is far shorter than a real one
+				// The simulated inventory never lags; a flash whose answer a restart lost is
+				// looked for this long.
+				FirmwareVerifyGrace: 20 * time.Second,
+				OrphanGracePeriod:   orphanGracePeriod,
+				RestoreGracePeriod:  restoreGracePeriod,
+				BMC:                 bmc.Options{CallTimeout: 20 * time.Second, AttemptTimeout: 5 * time.Second, BreakerCooldown: 5 * time.Second},
 			})
 		},
 	})
