@@ -634,3 +634,44 @@ func TestAJobStartedBeforeTheLeaseIsWaitedOut(t *testing.T) {
 		t.Errorf("%d update requests: want one, after the job", f.calls)
 	}
 }
+
+// A lease whose holder is gone is taken over by the next maintenance; one of a maintenance of the
+// same name under a new UID (clusterctl move) keeps the flash intent it recorded; a live holder's
+// is not taken.
+func TestALeaseOfAGoneHolderIsTakenOverKeepingTheIntentOfTheSameName(t *testing.T) {
+	intent := &infrav1.FlashIntent{Component: "BIOS", Version: "2.0", Attempt: 1}
+	for _, tc := range []struct {
+		holder, holderUID string
+		taken, keeps      bool
+	}{
+		{holder: "live", holderUID: "live-uid", taken: false},
+		{holder: "gone", holderUID: "gone-uid", taken: true, keeps: false},
+		{holder: "bios", holderUID: "bios-old-uid", taken: true, keeps: true}, // moved: a new UID
+	} {
+		m := flashing("bios", expv1.FirmwareBIOS)
+		live := flashing("live", expv1.FirmwareBIOS)
+		r, c, _ := leaseWorld(t, &fakeBMC{}, m, live)
+		h := &infrav1.RedfishHost{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "h"}, h); err != nil {
+			t.Fatal(err)
+		}
+		h.Status.Lease = &infrav1.HostLease{Holder: infrav1.ObjectRef{Kind: "RedfishMaintenance", Namespace: "ns", Name: tc.holder}, HolderUID: tc.holderUID, Flash: intent.DeepCopy()}
+		if err := c.Status().Update(context.Background(), h); err != nil {
+			t.Fatal(err)
+		}
+		who, err := r.acquire(context.Background(), m, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := who == ""; got != tc.taken {
+			t.Errorf("holder %s: taken %v (%q), want %v", tc.holder, got, who, tc.taken)
+			continue
+		}
+		if !tc.taken {
+			continue
+		}
+		if h.Status.Lease.HolderUID != string(m.UID) || (h.Status.Lease.Flash != nil) != tc.keeps {
+			t.Errorf("holder %s: lease %+v, want it the maintenance's, intent kept %v", tc.holder, h.Status.Lease, tc.keeps)
+		}
+	}
+}
