@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "strings"
+
 // Labels and annotations of this provider. Intent is never kept in labels: these only select.
 const (
 	// FailureDomainLabel is the host label that names the failure domain a host sits in, unless a
@@ -63,10 +65,98 @@ type Image struct {
 	// +kubebuilder:validation:Pattern=`^https?://`
 	URL string `json:"url,omitempty"`
 
-	// format of the image.
+	// format of the image:
+	//   - raw, qcow2: a disk image (image-builder's output, a distribution's cloud image). It is
+	//     written to the host's root drive (spec.rootDeviceHints of the RedfishHost) by the deploy
+	//     image, its checksum verified while it streams, and the host then boots from that drive.
+	//   - iso: a self-installing ISO (Fedora CoreOS / Flatcar with an install target, Talos,
+	//     Ubuntu autoinstall), booted once with the seed; the power-off that ends its install
+	//     is the signal to boot from disk.
+	//   - live-iso: an image that runs from RAM. It is booted from virtual media (or the network)
+	//     and keeps nothing across a reboot: see the README.
+	// Omitted, it is read from the URL's extension (.raw/.img, .qcow2/.qcow, .iso: live-iso);
+	// an URL whose extension says nothing, or says another format, is refused at admission.
 	// +optional
 	// +kubebuilder:validation:Enum=raw;qcow2;iso;live-iso
-	Format string `json:"format,omitempty"`
+	Format ImageFormat `json:"format,omitempty"`
+
+	// checksum of the image: the hex digest, or an http(s) URL of a checksum file
+	// (sha256sum/sha512sum output; the line naming the image's file is used). Required for raw
+	// and qcow2: a disk image is never written unverified.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Checksum string `json:"checksum,omitempty"`
+
+	// checksumType is sha256 (the default) or sha512.
+	// +optional
+	// +kubebuilder:validation:Enum=sha256;sha512
+	ChecksumType ChecksumType `json:"checksumType,omitempty"`
+
+	// caBundleName is a Secret of the machine's namespace whose key "ca.crt" holds the PEM CA
+	// bundle the deploy image trusts when it downloads a raw or qcow2 image over HTTPS. Without
+	// it the deploy image's own trust store is used.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	CABundleName string `json:"caBundleName,omitempty"`
+}
+
+// ImageFormat is how an image is put on a host.
+type ImageFormat string
+
+// Image formats.
+const (
+	ImageFormatRaw     ImageFormat = "raw"
+	ImageFormatQCOW2   ImageFormat = "qcow2"
+	ImageFormatISO     ImageFormat = "iso"
+	ImageFormatLiveISO ImageFormat = "live-iso"
+)
+
+// ChecksumType is the hash an image checksum is computed with.
+type ChecksumType string
+
+// Checksum types.
+const (
+	ChecksumSHA256 ChecksumType = "sha256"
+	ChecksumSHA512 ChecksumType = "sha512"
+)
+
+// DiskImage says whether an image in this format is written to a drive by the deploy image.
+func (f ImageFormat) DiskImage() bool { return f == ImageFormatRaw || f == ImageFormatQCOW2 }
+
+// InstallsToDisk says whether the host boots from its drive once the image is in place (a disk
+// image, or a self-installing ISO): such a host needs a root drive.
+func (f ImageFormat) InstallsToDisk() bool { return f.DiskImage() || f == ImageFormatISO }
+
+// EffectiveFormat is the image's format, read from the URL's extension when it is omitted (""
+// when the extension says nothing).
+func (i *Image) EffectiveFormat() ImageFormat {
+	if i == nil {
+		return ""
+	}
+	if i.Format != "" {
+		return i.Format
+	}
+	return FormatOfURL(i.URL)
+}
+
+// FormatOfURL is the format an image URL's file extension names ("" when none does). A
+// compressed image (.gz, .xz, .zst) names none: it would be written compressed.
+func FormatOfURL(u string) ImageFormat {
+	path := u
+	if i := strings.IndexAny(path, "?#"); i >= 0 {
+		path = path[:i]
+	}
+	path = strings.ToLower(path)
+	switch {
+	case strings.HasSuffix(path, ".raw"), strings.HasSuffix(path, ".img"):
+		return ImageFormatRaw
+	case strings.HasSuffix(path, ".qcow2"), strings.HasSuffix(path, ".qcow"):
+		return ImageFormatQCOW2
+	case strings.HasSuffix(path, ".iso"):
+		return ImageFormatLiveISO
+	}
+	return ""
 }
 
 // ObjectRef names an object of a known kind in a known namespace.

@@ -82,4 +82,29 @@ const (
 	NoSeedMediaSlotReason = "NoSeedMediaSlot"
 	// BootPreparationFailedReason: the BMC refused setting up the boot.
 	BootPreparationFailedReason = "BootPreparationFailed"
+
+	// RootDeviceFoundCondition (RedfishHost) is True when a drive matches the host's root device
+	// hints (or, without hints, a drive of at least 4 GiB exists): a machine installing a disk
+	// image may claim it.
+	RootDeviceFoundCondition = "RootDeviceFound"
+	// RootDeviceMatchedReason: a drive matches; the message names it.
+	RootDeviceMatchedReason = "Matched"
+	// NoMatchingDriveReason: no drive of the inventory matches the hints.
+	NoMatchingDriveReason = "NoMatchingDrive"
+
+	// ImageInstalledCondition (RedfishHost) reports writing the claim's image to its root drive.
+	ImageInstalledCondition = "ImageInstalled"
+	// InstallingReason: the deploy image (or installer) is writing the drive.
+	InstallingReason = "Installing"
+	// InstalledReason: the image is on the drive, verified.
+	InstalledReason = "Installed"
+	// ChecksumMismatchReason: the image downloaded does not have the checksum the machine gave;
+	// the drive was wiped and is never booted.
+	ChecksumMismatchReason = "ChecksumMismatch"
+	// InstallFailedReason: the deploy image reported a failure (download, write, no such drive).
+	InstallFailedReason = "InstallFailed"
+	// InstallTimedOutReason: no report came within the install timeout.
+	InstallTimedOutReason = "InstallTimedOut"
+	// NoDeployImageReason: a disk image needs the deploy image, and the manager names none.
+	NoDeployImageReason = "NoDeployImage"
 )

@@ -162,6 +162,46 @@ type RedfishHostSpec struct {
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=253
 	UnerasedDrivesAccepted []string `json:"unerasedDrivesAccepted,omitempty"`
+
+	// rootDeviceHints choose the drive a disk image (format raw or qcow2) or a self-installing
+	// ISO is written to, among the drives inspection found: every hint given must match, and of
+	// the drives that match the smallest is taken. Without hints, the smallest drive of at least
+	// 4 GiB. A host none of whose drives matches is not claimed by a machine that installs to
+	// disk (condition RootDeviceFound says why); live images claim it as before.
+	// +optional
+	RootDeviceHints *RootDeviceHints `json:"rootDeviceHints,omitempty"`
+}
+
+// RootDeviceHints select a host's root drive. The deploy image finds the chosen drive by its
+// serial number or WWN, never by a kernel device name alone.
+type RootDeviceHints struct {
+	// deviceName is the drive's name as the BMC lists it (its Redfish Id, such as Disk1).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	DeviceName string `json:"deviceName,omitempty"`
+	// serialNumber of the drive.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	SerialNumber string `json:"serialNumber,omitempty"`
+	// wwn of the drive (NAA or EUI-64, with or without 0x).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	WWN string `json:"wwn,omitempty"`
+	// model of the drive (a substring match).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Model string `json:"model,omitempty"`
+	// vendor of the drive (a substring match, case-insensitive).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Vendor string `json:"vendor,omitempty"`
+	// minSizeGigabytes is the smallest drive accepted, in GB (10^9 bytes).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MinSizeGigabytes int32 `json:"minSizeGigabytes,omitempty"`
+	// rotational: true for spinning disks only, false for SSDs only.
+	// +optional
+	Rotational *bool `json:"rotational,omitempty"`
 }
 
 // ServiceBoot is an image run on a host out of service (diagnostics, a firmware updater).
@@ -186,6 +226,52 @@ type ServiceBootStatus struct {
 	Image string `json:"image,omitempty"`
 	// bootIssuedAt is when the image was attached and the boot to it recorded.
 	BootIssuedAt metav1.Time `json:"bootIssuedAt,omitzero"`
+}
+
+// InstallPhase is where writing an image to a host's drive stands.
+// +kubebuilder:validation:Enum=Installing;Installed;Failed
+type InstallPhase string
+
+// Install phases.
+const (
+	// InstallPhaseInstalling: the deploy image (or the self-installing ISO) was booted and is
+	// writing the drive.
+	InstallPhaseInstalling InstallPhase = "Installing"
+	// InstallPhaseInstalled: the image is on the drive and verified; the host boots from it.
+	InstallPhaseInstalled InstallPhase = "Installed"
+	// InstallPhaseFailed: the write failed, the checksum did not match, or it timed out. The
+	// host is left off and never boots the drive for this claim.
+	InstallPhaseFailed InstallPhase = "Failed"
+)
+
+// InstallStatus records an installation to a host's drive, so that it is booted once and its
+// outcome is known.
+type InstallStatus struct {
+	// phase of the installation.
+	// +required
+	Phase InstallPhase `json:"phase,omitempty"`
+	// bootIssuedAt is when the boot into the deploy image (or the installer) was recorded,
+	// before it was sent.
+	// +optional
+	BootIssuedAt *metav1.Time `json:"bootIssuedAt,omitempty"`
+	// device is the drive written (its serial number or WWN).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Device string `json:"device,omitempty"`
+	// sizeBytes is how many bytes of image were written, as the deploy image reported.
+	// +optional
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+	// checksum of what was written, as the deploy image computed it while it streamed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=160
+	Checksum string `json:"checksum,omitempty"`
+	// message says what failed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Message string `json:"message,omitempty"`
+	// finishedAt is when the installation ended (Installed or Failed).
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
 }
 
 // HostLease is the single-writer hold of a host's firmware and BIOS work.
@@ -307,6 +393,34 @@ type Drive struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	MediaType string `json:"mediaType,omitempty"`
+	// wwn of the drive (its NAA or EUI-64 durable name), lower case, without 0x.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	WWN string `json:"wwn,omitempty"`
+	// vendor (manufacturer) of the drive.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Vendor string `json:"vendor,omitempty"`
+}
+
+// RootDevice is the drive a claim installs to, chosen by the host's root device hints when the
+// claim was made.
+type RootDevice struct {
+	// name of the drive as the BMC lists it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+	// serialNumber the deploy image finds the drive by.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	SerialNumber string `json:"serialNumber,omitempty"`
+	// wwn the deploy image finds the drive by, when the BMC reports one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	WWN string `json:"wwn,omitempty"`
+	// capacityBytes of the drive.
+	// +optional
+	CapacityBytes int64 `json:"capacityBytes,omitempty"`
 }
 
 // Inventory is what inspection read from the BMC, without an agent on the host.
@@ -393,6 +507,11 @@ type HostClaim struct {
 	// +optional
 	BootMethod BootMethod `json:"bootMethod,omitempty"`
 
+	// rootDevice is the drive the image is installed to (formats raw, qcow2 and iso), chosen by
+	// the host's rootDeviceHints when the claim was made.
+	// +optional
+	RootDevice *RootDevice `json:"rootDevice,omitempty"`
+
 	// clusterName is the Cluster of the consumer. While that Cluster is paused (clusterctl move)
 	// a missing consumer is not taken as gone.
 	// +optional
@@ -451,6 +570,11 @@ type RedfishHostStatus struct {
 	// is never sent twice.
 	// +optional
 	BootIssuedAt *metav1.Time `json:"bootIssuedAt,omitempty"`
+
+	// install is the progress of writing the claim's image to the root drive (formats raw,
+	// qcow2 and iso) before the host boots from it; nil for a live image, or before it began.
+	// +optional
+	Install *InstallStatus `json:"install,omitempty"`
 
 	// serviceBoot is the image of spec.serviceBoot the host is attached to and booting (nil when
 	// none): set once the image and the override are in place, cleared once they are gone.

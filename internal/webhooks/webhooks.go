@@ -22,6 +22,7 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
+	"github.com/caprf/cluster-api-provider-redfish/internal/install"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/claim"
 )
@@ -365,9 +366,52 @@ func validateSpec(s *infrav1.RedfishMachineSpec, path *field.Path) field.ErrorLi
 		return append(errs, field.Required(path.Child("image"), "the image to provision hosts with"))
 	}
 	if u, err := url.Parse(img.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, field.Invalid(path.Child("image", "url"), img.URL, "must be an http:// or https:// URL with a host"))
+		errs = append(errs, field.Invalid(path.Child("image", "url"), bmc.Redact(img.URL), "must be an http:// or https:// URL with a host"))
+	}
+	return append(errs, validateImage(img, s.BootMethod, path.Child("image"))...)
+}
+
+// validateImage refuses an image whose format is unknown or contradicts its URL (it would be
+// booted as a CD and never start), a disk image without a checksum, and a checksum nobody checks.
+func validateImage(img *infrav1.Image, boot infrav1.BootMethod, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	format, byURL := img.EffectiveFormat(), infrav1.FormatOfURL(img.URL)
+	switch {
+	case format == "":
+		return append(errs, field.Required(path.Child("format"), "the URL's file name names no format (.raw, .img, .qcow2, .iso): say which it is, raw, qcow2, iso or live-iso (a compressed image must be decompressed first)"))
+	case img.Format != "" && byURL != "" && (byURL.DiskImage() != format.DiskImage() || (format.DiskImage() && byURL != format)):
+		errs = append(errs, field.Invalid(path.Child("format"), format, fmt.Sprintf("the URL names a %s image; a %s image would not boot: set the format the file has", byURL, format)))
+	}
+	if format.DiskImage() {
+		switch {
+		case img.Checksum == "":
+			errs = append(errs, field.Required(path.Child("checksum"), fmt.Sprintf("a %s image is written to the host's drive only once its checksum is verified: give its %s digest, or the URL of a checksum file", format, checksumType(img))))
+		case install.IsChecksumURL(img.Checksum):
+			if u, err := url.Parse(img.Checksum); err != nil || u.Host == "" {
+				errs = append(errs, field.Invalid(path.Child("checksum"), bmc.Redact(img.Checksum), "must be a hex digest or an http(s) URL with a host"))
+			}
+		case !install.ValidDigest(img.Checksum, checksumType(img)):
+			errs = append(errs, field.Invalid(path.Child("checksum"), img.Checksum, fmt.Sprintf("is not a %s digest (%d hex digits) nor an http(s) URL of a checksum file", checksumType(img), map[infrav1.ChecksumType]int{infrav1.ChecksumSHA256: 64, infrav1.ChecksumSHA512: 128}[checksumType(img)])))
+		}
+	} else {
+		if img.Checksum != "" || img.ChecksumType != "" {
+			errs = append(errs, field.Forbidden(path.Child("checksum"), fmt.Sprintf("is verified only for raw and qcow2 images, which the deploy image writes; a %s image is booted as the BMC reads it", format)))
+		}
+		if img.CABundleName != "" {
+			errs = append(errs, field.Forbidden(path.Child("caBundleName"), "is used by the deploy image, which downloads raw and qcow2 images only"))
+		}
+	}
+	if format.InstallsToDisk() && boot != "" && boot != infrav1.BootMethodVirtualMedia {
+		errs = append(errs, field.Forbidden(path.Child("format"), fmt.Sprintf("a %s image is installed to disk from virtual media (the deploy image or the installer, with a seed volume); bootMethod %s is not supported for it yet: use VirtualMedia, or a live-iso image", format, boot)))
 	}
 	return errs
+}
+
+func checksumType(img *infrav1.Image) infrav1.ChecksumType {
+	if img.ChecksumType == "" {
+		return infrav1.ChecksumSHA256
+	}
+	return img.ChecksumType
 }
 
 func invalid(kind, name string, errs field.ErrorList) error {

@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"strings"
 	"testing"
 	"time"
@@ -537,5 +538,42 @@ func TestAProviderIDOnANewMachineMustNameAHostThatRecordsIt(t *testing.T) {
 	tmpl.Spec.Template.Spec = machine(id).Spec
 	if _, err := (&MachineTemplate{}).ValidateCreate(t.Context(), tmpl); err == nil || !strings.Contains(err.Error(), "spec.template.spec.providerID") {
 		t.Errorf("a template with a providerID: %v, want refused", err)
+	}
+}
+
+func TestAnImageIsRefusedUnlessItsFormatIsKnownAndADiskImageHasAChecksum(t *testing.T) {
+	sum := strings.Repeat("ab", 32)
+	for _, tc := range []struct {
+		name string
+		img  infrav1.Image
+		boot infrav1.BootMethod
+		want string // "" when admitted
+	}{
+		{"a live ISO by its extension", infrav1.Image{URL: "https://img/x.iso"}, "", ""},
+		{"a raw image with a digest", infrav1.Image{URL: "https://img/ubuntu-2404-kube-v1.33.raw", Checksum: sum}, "", ""},
+		{"image-builder's qcow2 with a checksum file", infrav1.Image{URL: "https://img/x.qcow2", Checksum: "https://img/SHA256SUMS"}, "", ""},
+		{"sha512", infrav1.Image{URL: "https://img/x.img", Checksum: strings.Repeat("ab", 64), ChecksumType: infrav1.ChecksumSHA512}, "", ""},
+		{"a self-installing ISO", infrav1.Image{URL: "https://img/fcos.iso", Format: infrav1.ImageFormatISO}, "", ""},
+		{"no extension, no format", infrav1.Image{URL: "https://img/latest"}, "", "names no format"},
+		{"compressed", infrav1.Image{URL: "https://img/x.raw.xz", Checksum: sum}, "", "names no format"},
+		{"a qcow2 URL said raw", infrav1.Image{URL: "https://img/x.qcow2", Format: infrav1.ImageFormatRaw, Checksum: sum}, "", "the URL names a qcow2 image"},
+		{"an ISO URL said raw", infrav1.Image{URL: "https://img/x.iso", Format: infrav1.ImageFormatRaw, Checksum: sum}, "", "the URL names a live-iso image"},
+		{"a raw URL said live-iso", infrav1.Image{URL: "https://img/x.raw", Format: infrav1.ImageFormatLiveISO}, "", "the URL names a raw image"},
+		{"raw without checksum", infrav1.Image{URL: "https://img/x.raw"}, "", "only once its checksum is verified"},
+		{"a short digest", infrav1.Image{URL: "https://img/x.raw", Checksum: "abc"}, "", "is not a sha256 digest (64 hex digits)"},
+		{"a sha256 digest said sha512", infrav1.Image{URL: "https://img/x.raw", Checksum: sum, ChecksumType: infrav1.ChecksumSHA512}, "", "is not a sha512 digest"},
+		{"a checksum on a live ISO", infrav1.Image{URL: "https://img/x.iso", Checksum: sum}, "", "verified only for raw and qcow2"},
+		{"a disk image by PXE", infrav1.Image{URL: "https://img/x.raw", Checksum: sum}, infrav1.BootMethodPXE, "bootMethod PXE is not supported"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			img := tc.img
+			errs := validateSpec(&infrav1.RedfishMachineSpec{Image: &img, BootMethod: tc.boot}, field.NewPath("spec"))
+			switch {
+			case tc.want == "" && len(errs) > 0:
+				t.Errorf("refused: %v", errs)
+			case tc.want != "" && !strings.Contains(errs.ToAggregate().Error(), tc.want):
+				t.Errorf("got %v, want an error saying %q", errs, tc.want)
+			}
+		})
 	}
 }

@@ -1,0 +1,207 @@
+package install
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/template"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+)
+
+// Params are what one deploy script installs, where, and where it reports.
+type Params struct {
+	// ImageURL is the disk image (raw or qcow2) to download.
+	ImageURL string
+	Format   infrav1.ImageFormat
+	// Checksum is the hex digest, or an http(s) URL of a checksum file.
+	Checksum     string
+	ChecksumType infrav1.ChecksumType
+	// Device is the drive to write: found by WWN when it has one, else by serial number.
+	Device infrav1.RootDevice
+	// ReportURL receives the outcome (a JSON Report, POSTed).
+	ReportURL string
+	// CABundle is the PEM bundle curl trusts for the image, the checksum file and the report
+	// (empty: the deploy image's trust store).
+	CABundle []byte
+}
+
+// Report is what the deploy script POSTs to ReportURL once it is done.
+type Report struct {
+	// OK is true when the image was written and its checksum matched.
+	OK bool `json:"ok"`
+	// Reason is one of the ImageInstalled condition's reasons when it failed.
+	Reason string `json:"reason,omitempty"`
+	// Message says what failed.
+	Message string `json:"message,omitempty"`
+	// Device is the drive written: /dev/... as the deploy image saw it, and its serial or WWN.
+	Device string `json:"device,omitempty"`
+	// SizeBytes is how many bytes of image were downloaded and written (for qcow2: downloaded).
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+	// Checksum is the digest computed while the image streamed.
+	Checksum string `json:"checksum,omitempty"`
+}
+
+// ParseReport reads a report as the seed server received it.
+func ParseReport(data []byte) (Report, error) {
+	var r Report
+	if err := json.Unmarshal(data, &r); err != nil {
+		return Report{}, fmt.Errorf("the install report is not JSON: %w", err)
+	}
+	return r, nil
+}
+
+// IsChecksumURL says whether a checksum names a checksum file rather than a digest.
+func IsChecksumURL(s string) bool {
+	return strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://")
+}
+
+// ValidDigest says whether s is a hex digest of type t.
+func ValidDigest(s string, t infrav1.ChecksumType) bool {
+	n := 64
+	if t == infrav1.ChecksumSHA512 {
+		n = 128
+	}
+	if len(s) != n {
+		return false
+	}
+	for _, c := range strings.ToLower(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Script returns the bash script (cloud-init user-data) that writes the image to the drive.
+func Script(p Params) ([]byte, error) {
+	if !p.Format.DiskImage() {
+		return nil, fmt.Errorf("format %q is not a disk image", p.Format)
+	}
+	if p.Device.WWN == "" && p.Device.SerialNumber == "" {
+		return nil, fmt.Errorf("the root drive has no serial number or WWN to find it by")
+	}
+	tool := "sha256sum"
+	if p.ChecksumType == infrav1.ChecksumSHA512 {
+		tool = "sha512sum"
+	}
+	want, sumURL := strings.ToLower(p.Checksum), ""
+	if IsChecksumURL(p.Checksum) {
+		want, sumURL = "", p.Checksum
+	}
+	var b bytes.Buffer
+	err := script.Execute(&b, map[string]string{
+		"image": quote(p.ImageURL), "format": quote(string(p.Format)), "want": quote(want), "sumURL": quote(sumURL),
+		"tool": tool, "serial": quote(p.Device.SerialNumber), "wwn": quote(NormalizeWWN(p.Device.WWN)),
+		"report": quote(p.ReportURL), "ca": quote(string(p.CABundle)),
+	})
+	return b.Bytes(), err
+}
+
+// quote is s in single quotes for bash.
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+var script = template.Must(template.New("deploy").Parse(`#!/bin/bash
+# Written by cluster-api-provider-redfish for one claim: downloads a disk image, verifies its
+# checksum while it streams, writes it to the drive chosen by serial number or WWN, reports the
+# outcome to the seed server and powers off. A failure wipes the drive's start and reports why:
+# the provider never boots a drive it did not see reported written and verified.
+set -Eeuo pipefail
+image_url={{.image}}
+format={{.format}}
+want={{.want}}
+checksum_url={{.sumURL}}
+serial={{.serial}}
+wwn={{.wwn}}
+report_url={{.report}}
+ca={{.ca}}
+
+work=$(mktemp -d)
+curl_opts=(--fail --silent --show-error --location --connect-timeout 30)
+if [ -n "$ca" ]; then
+  printf '%s\n' "$ca" > "$work/ca.crt"
+  curl_opts+=(--cacert "$work/ca.crt")
+fi
+dev=''
+label=''
+
+json() { printf '%s' "$1" | tr -d '\000-\037' | sed 's/\\/\\\\/g; s/"/\\"/g'; }
+report() {
+  curl "${curl_opts[@]}" --retry 10 --retry-delay 3 --retry-all-errors --max-time 60 \
+    -X POST -H 'Content-Type: application/json' --data-binary "$1" "$report_url" > /dev/null
+}
+wipe() {
+  if [ -n "$dev" ]; then
+    wipefs --all --quiet "$dev" 2> /dev/null || true
+    dd if=/dev/zero of="$dev" bs=1M count=1 conv=notrunc,fsync status=none || true
+  fi
+}
+fail() {
+  trap - ERR
+  wipe
+  report "{\"ok\":false,\"reason\":\"$1\",\"message\":\"$(json "$2")\",\"device\":\"$(json "$label")\"}" || true
+  poweroff
+  exit 1
+}
+trap 'fail InstallFailed "command failed (line $LINENO, exit status $?)"' ERR
+
+# The drive: by WWN when the BMC reported one, else by serial number; exactly one must match.
+matches=()
+while IFS= read -r line; do
+  [[ $line =~ NAME=\"([^\"]*)\"\ TYPE=\"([^\"]*)\"\ SERIAL=\"([^\"]*)\"\ WWN=\"([^\"]*)\" ]] || continue
+  name=${BASH_REMATCH[1]} type=${BASH_REMATCH[2]}
+  dserial=$(printf '%b' "${BASH_REMATCH[3]}") dwwn=$(printf '%b' "${BASH_REMATCH[4]}" | tr 'A-Z' 'a-z')
+  dwwn=${dwwn#0x}
+  [ "$type" = disk ] || continue
+  if [ -n "$wwn" ]; then
+    [ "$dwwn" = "$wwn" ] && matches+=("$name")
+  elif [ "$dserial" = "$serial" ]; then
+    matches+=("$name")
+  fi
+done < <(lsblk --nodeps --noheadings --bytes --paths --pairs --output NAME,TYPE,SERIAL,WWN)
+if [ -n "$wwn" ]; then label="wwn $wwn"; else label="serial $serial"; fi
+case ${#matches[@]} in
+  1) dev=${matches[0]}; label="$dev ($label)" ;;
+  0) fail InstallFailed "no drive with $label" ;;
+  *) fail InstallFailed "${#matches[@]} drives with $label: ${matches[*]}" ;;
+esac
+
+file=${image_url%%[?#]*}
+file=${file##*/}
+if [ -n "$checksum_url" ]; then
+  want=$(curl "${curl_opts[@]}" "$checksum_url" | awk -v f="$file" '
+    { n = $2; sub(/^\*/, "", n); sub(/^\.\//, "", n) }
+    n == f { print $1; found = 1; exit }
+    NR == 1 && NF == 1 { only = $1 }
+    END { if (!found && NR == 1 && only != "") print only }')
+  [ -n "$want" ] || fail ChecksumMismatch "the checksum file names no $file"
+  want=$(printf '%s' "$want" | tr 'A-F' 'a-f')
+fi
+
+# One pass over the download: the digest and the size are computed from the bytes written.
+mkfifo "$work/sum.in" "$work/size.in"
+{{.tool}} < "$work/sum.in" > "$work/sum" &
+sum_pid=$!
+wc -c < "$work/size.in" > "$work/size" &
+size_pid=$!
+if [ "$format" = raw ]; then
+  curl "${curl_opts[@]}" "$image_url" | tee "$work/sum.in" "$work/size.in" |
+    dd of="$dev" bs=4M iflag=fullblock conv=notrunc,fsync status=none
+else
+  curl "${curl_opts[@]}" "$image_url" | tee "$work/sum.in" "$work/size.in" > "$work/image"
+fi
+wait "$sum_pid" "$size_pid"
+got=$(cut -d' ' -f1 < "$work/sum")
+size=$(tr -d ' ' < "$work/size")
+if [ "$got" != "$want" ]; then
+  fail ChecksumMismatch "$file has {{.tool}} $got, not $want"
+fi
+if [ "$format" = qcow2 ]; then
+  qemu-img convert -n -f qcow2 -O raw "$work/image" "$dev"
+  rm -f "$work/image"
+fi
+sync
+report "{\"ok\":true,\"device\":\"$(json "$label")\",\"sizeBytes\":$size,\"checksum\":\"$got\"}" || true
+poweroff
+`))

@@ -1,0 +1,220 @@
+package install_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/hex"
+	"encoding/pem"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/dev/simdisk"
+	"github.com/caprf/cluster-api-provider-redfish/internal/install"
+)
+
+const diskSize = 16 << 20
+
+// bench is an HTTPS image server with a test CA, a report endpoint, and a server with two
+// file-backed drives.
+type bench struct {
+	t       *testing.T
+	srv     *httptest.Server
+	ca      []byte
+	raw     []byte
+	files   map[string][]byte
+	mu      sync.Mutex
+	reports [][]byte
+	drives  []simdisk.Drive
+}
+
+func newBench(t *testing.T) *bench {
+	t.Helper()
+	if _, err := exec.LookPath("qemu-img"); err != nil {
+		t.Fatal("qemu-img is needed (Debian: apt-get install qemu-utils); .ci/run installs it")
+	}
+	b := &bench{t: t, files: map[string][]byte{}}
+	// A disk image: random bytes, not a multiple of the block size dd writes.
+	b.raw = make([]byte, 5<<20+1234)
+	_, _ = rand.Read(b.raw)
+	dir := t.TempDir()
+	rawPath, qcowPath := filepath.Join(dir, "node.raw"), filepath.Join(dir, "node.qcow2")
+	if err := os.WriteFile(rawPath, b.raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("qemu-img", "convert", "-f", "raw", "-O", "qcow2", rawPath, qcowPath).CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img convert: %v: %s", err, out)
+	}
+	qcow, err := os.ReadFile(qcowPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.files["/node.raw"], b.files["/node.qcow2"] = b.raw, qcow
+	b.files["/SHA256SUMS"] = []byte(sum256(qcow) + "  other.raw\n" + sum256(b.raw) + " *node.raw\n")
+	b.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/report" {
+			body, _ := io.ReadAll(r.Body)
+			b.mu.Lock()
+			b.reports = append(b.reports, body)
+			b.mu.Unlock()
+			return
+		}
+		data, ok := b.files[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write(data)
+	}))
+	t.Cleanup(b.srv.Close)
+	b.ca = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: b.srv.Certificate().Raw})
+	for i, serial := range []string{"S4SIM-0", "S4SIM-1"} {
+		path := filepath.Join(dir, "disk"+string(rune('0'+i)))
+		if err := os.WriteFile(path, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(path, diskSize); err != nil {
+			t.Fatal(err)
+		}
+		b.drives = append(b.drives, simdisk.Drive{Path: path, Serial: serial, WWN: "5002538e0000000" + string(rune('a'+i))})
+	}
+	return b
+}
+
+func sum256(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+
+func (b *bench) params(image string, format infrav1.ImageFormat, checksum string) install.Params {
+	return install.Params{
+		ImageURL: b.srv.URL + image, Format: format, Checksum: checksum, ChecksumType: infrav1.ChecksumSHA256,
+		Device:    infrav1.RootDevice{Name: "Disk1", SerialNumber: "S4SIM-1"},
+		ReportURL: b.srv.URL + "/report", CABundle: b.ca,
+	}
+}
+
+// run runs the script of p and returns the report it sent and what the drives hold.
+func (b *bench) run(p install.Params) (install.Report, simdisk.Result, [][]byte) {
+	b.t.Helper()
+	script, err := install.Script(p)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, _ := simdisk.Run(ctx, script, b.drives)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.reports) != 1 {
+		b.t.Fatalf("reports sent: %d, want 1; console:\n%s", len(b.reports), res.Output)
+	}
+	rep, err := install.ParseReport(b.reports[0])
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.reports = nil
+	var disks [][]byte
+	for _, d := range b.drives {
+		data, err := os.ReadFile(d.Path)
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		if len(data) != diskSize {
+			b.t.Fatalf("%s is %d bytes after the script, want %d (a write must not resize the drive)", d.Path, len(data), diskSize)
+		}
+		disks = append(disks, data)
+	}
+	return rep, res, disks
+}
+
+func zero(b []byte) bool { return bytes.Count(b, []byte{0}) == len(b) }
+
+func TestTheDeployScriptWritesTheImageToTheHintedDriveOnly(t *testing.T) {
+	b := newBench(t)
+	for _, tc := range []struct {
+		name, image string
+		format      infrav1.ImageFormat
+		checksum    string
+		sha512      bool
+	}{
+		{name: "raw with a sha256 digest", image: "/node.raw", format: infrav1.ImageFormatRaw, checksum: sum256(b.raw)},
+		{name: "qcow2, converted by qemu-img", image: "/node.qcow2", format: infrav1.ImageFormatQCOW2, checksum: sum256(b.files["/node.qcow2"])},
+		{name: "raw with a checksum file", image: "/node.raw", format: infrav1.ImageFormatRaw, checksum: b.srv.URL + "/SHA256SUMS"},
+		{name: "raw with a sha512 digest", image: "/node.raw", format: infrav1.ImageFormatRaw, sha512: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, d := range b.drives {
+				if err := os.Truncate(d.Path, 0); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Truncate(d.Path, diskSize); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := b.params(tc.image, tc.format, tc.checksum)
+			if tc.sha512 {
+				s := sha512.Sum512(b.raw)
+				p.Checksum, p.ChecksumType = hex.EncodeToString(s[:]), infrav1.ChecksumSHA512
+			}
+			rep, res, disks := b.run(p)
+			if !rep.OK || !res.PoweredOff {
+				t.Fatalf("report %+v, powered off %t; console:\n%s", rep, res.PoweredOff, res.Output)
+			}
+			if !bytes.Equal(disks[1][:len(b.raw)], b.raw) || !zero(disks[1][len(b.raw):]) {
+				t.Errorf("Disk1 does not hold the image followed by what was there (zeros)")
+			}
+			if !zero(disks[0]) {
+				t.Errorf("Disk0 was written: only the hinted drive may be")
+			}
+			if rep.SizeBytes != int64(len(b.files[tc.image])) || rep.Checksum != p.Checksum && !install.IsChecksumURL(p.Checksum) {
+				t.Errorf("report says %d bytes, checksum %s; want %d, %s", rep.SizeBytes, rep.Checksum, len(b.files[tc.image]), p.Checksum)
+			}
+			if rep.Device != disks0Label(b, 1) {
+				t.Errorf("report names device %q, want %q", rep.Device, disks0Label(b, 1))
+			}
+		})
+	}
+}
+
+func disks0Label(b *bench, i int) string { return b.drives[i].Path + " (serial " + b.drives[i].Serial + ")" }
+
+func TestAMismatchingImageIsWipedAndReportedNeverLeftToBoot(t *testing.T) {
+	b := newBench(t)
+	wrong := sum256([]byte("another image"))
+	rep, res, disks := b.run(b.params("/node.raw", infrav1.ImageFormatRaw, wrong))
+	if rep.OK || rep.Reason != infrav1.ChecksumMismatchReason || !res.PoweredOff {
+		t.Fatalf("report %+v, powered off %t: want a ChecksumMismatch report and a power-off; console:\n%s", rep, res.PoweredOff, res.Output)
+	}
+	if !zero(disks[1][:1<<20]) {
+		t.Errorf("the first MiB of the written drive still holds image bytes: a firmware could boot it")
+	}
+	t.Logf("report: %+v", rep)
+}
+
+func TestTheDriveIsFoundByWWNBeforeSerialAndNeverGuessed(t *testing.T) {
+	b := newBench(t)
+	p := b.params("/node.raw", infrav1.ImageFormatRaw, sum256(b.raw))
+	p.Device = infrav1.RootDevice{SerialNumber: "S4SIM-1", WWN: "0x" + b.drives[0].WWN} // the WWN names Disk0
+	rep, _, disks := b.run(p)
+	if !rep.OK || !bytes.Equal(disks[0][:len(b.raw)], b.raw) || !zero(disks[1]) {
+		t.Errorf("report %+v: want Disk0 (by WWN) written and Disk1 untouched", rep)
+	}
+	p.Device = infrav1.RootDevice{SerialNumber: "NO-SUCH-DRIVE"}
+	for _, d := range b.drives {
+		_ = os.Truncate(d.Path, 0)
+		_ = os.Truncate(d.Path, diskSize)
+	}
+	rep, res, disks := b.run(p)
+	if rep.OK || rep.Reason != infrav1.InstallFailedReason || !res.PoweredOff || !zero(disks[0]) || !zero(disks[1]) {
+		t.Errorf("report %+v: want InstallFailed, no drive written, a power-off", rep)
+	}
+	t.Logf("report: %+v", rep)
+}
