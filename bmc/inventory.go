@@ -93,7 +93,7 @@ func (c *client) Inventory(ctx context.Context) (*infrav1.Inventory, error) {
 				if d.Status.State == schemas.AbsentState {
 					continue // an empty bay
 				}
-				drive := infrav1.Drive{Name: d.ID, Model: d.Model, SerialNumber: d.SerialNumber, MediaType: string(d.MediaType)}
+				drive := infrav1.Drive{Name: d.ID, Model: d.Model, SerialNumber: d.SerialNumber, MediaType: string(d.MediaType), Vendor: d.Manufacturer, WWN: wwn(d.Identifiers)}
 				if d.CapacityBytes != nil {
 					drive.CapacityBytes = int64(*d.CapacityBytes)
 				}
@@ -135,4 +135,18 @@ func linksHostInterface(raw []byte) bool {
 		} `json:"Links"`
 	}
 	return json.Unmarshal(raw, &ni) == nil && ni.Links.HostInterface.ID != ""
+}
+
+// wwn is a drive's world-wide name from its durable names (NAA, or EUI-64 for NVMe), as lsblk
+// prints it: lower case, without 0x. "" when it lists none.
+func wwn(ids []schemas.Identifier) string {
+	for _, id := range ids {
+		switch id.DurableNameFormat {
+		case schemas.NAADurableNameFormat, schemas.EUIDurableNameFormat:
+			w := strings.ToLower(strings.TrimSpace(id.DurableName))
+			w = strings.TrimPrefix(strings.TrimPrefix(w, "0x"), "naa.")
+			return strings.ReplaceAll(strings.TrimPrefix(w, "eui."), ":", "")
+		}
+	}
+	return ""
 }

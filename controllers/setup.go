@@ -34,6 +34,15 @@ type Options struct {
 	BMC bmc.Options
 	// SeedBaseURL is the URL hosts reach the seed server at.
 	SeedBaseURL string
+	// SeedCABundle is the PEM CA bundle of the seed server's certificate, which the deploy script
+	// trusts when it reports (nil: the deploy image's trust store).
+	SeedCABundle []byte
+	// DeployImageURL is the live ISO (cloud-init NoCloud, bash, curl, qemu-img) booted to write
+	// raw and qcow2 images to a host's drive. Without it such images cannot be provisioned.
+	DeployImageURL string
+	// InstallTimeout bounds an installation to disk from the boot of the deploy image (or the
+	// installer) to its report or power-off (default 60m).
+	InstallTimeout time.Duration
 	// SeedRate and SeedBurst limit seed requests per source address (default 50/s, burst 500).
 	SeedRate  float64
 	SeedBurst int
@@ -149,6 +158,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Recorder: mgr.GetEventRecorder("redfishhost-controller"), PollInterval: opts.PollInterval,
 		RetryInterval: opts.BMCRetryInterval, CheckInterval: opts.BMCCheckInterval, OrphanGracePeriod: opts.OrphanGracePeriod,
 		RestoreGracePeriod: opts.RestoreGracePeriod, SoftPowerOffTimeout: opts.SoftPowerOffTimeout,
+		DeployImageURL: opts.DeployImageURL, InstallTimeout: opts.InstallTimeout,
 	}
 	if err := hosts.SetupWithManager(ctx, mgr, opts.Controller); err != nil {
 		return err

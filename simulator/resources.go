@@ -599,6 +599,7 @@ func (s *Server) drive(w http.ResponseWriter, r *http.Request) {
 	}
 	res := map[string]any{"@odata.id": p, "@odata.type": "#Drive.v1_17_0.Drive", "Id": d.id, "Name": d.id,
 		"Model": d.model, "SerialNumber": d.serial, "CapacityBytes": d.capacity, "MediaType": "SSD", "Protocol": "SATA",
+		"Manufacturer": "Samsung", "Identifiers": []any{map[string]any{"DurableName": strings.ToUpper(d.wwn), "DurableNameFormat": "NAA"}},
 		"Status": map[string]any{"State": "Enabled", "Health": "OK"}}
 	if !s.cfg.NoSecureErase && !d.noSecureErase {
 		res["Actions"] = map[string]any{"#Drive.SecureErase": map[string]any{"target": p + "/Actions/Drive.SecureErase"}}
@@ -632,6 +633,7 @@ func (s *Server) secureErase(w http.ResponseWriter, r *http.Request) {
 	}
 	s.after(s.cfg.EraseDuration, func() {
 		d.erasing, d.erased = false, d.erased+1
+		s.zeroDrive(d)
 		t.state, t.end, t.percent = TaskCompleted, time.Now(), 100
 		t.message = "Secure erase of " + d.id + " completed."
 	})

@@ -94,6 +94,7 @@ type Server struct {
 	inFlight  int
 	observers []func(BootEvent)
 	closed    bool
+	diskDir   string // holds the drives' files (see Drives)
 }
 
 type session struct {
@@ -215,6 +216,7 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Close() {
 	s.mu.Lock()
 	s.closed = true
+	s.removeDrives()
 	s.mu.Unlock()
 	s.Fault.clearHang()
 	s.srv.CloseClientConnections()

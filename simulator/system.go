@@ -54,7 +54,11 @@ type bootOverride struct {
 
 type drive struct {
 	id, model, serial string
+	wwn               string // NAA, 16 hex digits
 	capacity          int64
+	// path is the file holding what was written to the drive (created on first use, sparse,
+	// capacity bytes): the simulated OS reads and writes it, an erase zeroes it.
+	path string
 	erased            int  // times secure-erased (completed)
 	erasing           bool // an erase is running
 	noSecureErase     bool // no Drive.SecureErase action on this drive
@@ -114,8 +118,8 @@ func newSystemState(cfg Config) systemState {
 // drives are the system's two SSDs, then its empty bays.
 func drives(cfg Config) []*drive {
 	ds := []*drive{
-		{id: "Disk0", model: "MZ7LH960HAJR", serial: fmt.Sprintf("S4%s-0", cfg.ID), capacity: 960197124096},
-		{id: "Disk1", model: "MZ7LH960HAJR", serial: fmt.Sprintf("S4%s-1", cfg.ID), capacity: 960197124096},
+		{id: "Disk0", model: "MZ7LH960HAJR", serial: fmt.Sprintf("S4%s-0", cfg.ID), capacity: 960197124096, wwn: fmt.Sprintf("5002538e%02x%04x00", byte(cfg.Fleet), cfg.Index&0xffff)},
+		{id: "Disk1", model: "MZ7LH960HAJR", serial: fmt.Sprintf("S4%s-1", cfg.ID), capacity: 960197124096, wwn: fmt.Sprintf("5002538e%02x%04x01", byte(cfg.Fleet), cfg.Index&0xffff)},
 	}
 	for _, d := range ds {
 		d.noSecureErase = slices.Contains(cfg.NoSecureEraseDrives, d.id)

@@ -254,6 +254,10 @@ type InstallStatus struct {
 	// before it was sent.
 	// +optional
 	BootIssuedAt *metav1.Time `json:"bootIssuedAt,omitempty"`
+	// sawPowerOn is set once the host was seen on after that boot: a power-off then ends the
+	// installation (a self-installing ISO's signal; a deploy image reports before it).
+	// +optional
+	SawPowerOn bool `json:"sawPowerOn,omitempty"`
 	// device is the drive written (its serial number or WWN).
 	// +optional
 	// +kubebuilder:validation:MaxLength=253

@@ -39,6 +39,7 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
+	"github.com/caprf/cluster-api-provider-redfish/internal/install"
 	"github.com/caprf/cluster-api-provider-redfish/internal/claim"
 	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
 	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
@@ -82,6 +83,10 @@ type Reconciler struct {
 	// RestoreGracePeriod is how long an unclaimed host found powered on at inspection is kept out
 	// of the pool, waiting for its machine to be recreated and claim it back. Default 2m.
 	RestoreGracePeriod time.Duration
+	// DeployImageURL is the live ISO that writes raw and qcow2 images to a host's drive.
+	DeployImageURL string
+	// InstallTimeout bounds an installation to disk. Default 60m.
+	InstallTimeout time.Duration
 
 	// transitions remembers, per host, the power transition being followed: when it started (the
 	// reset sent, or the first round that found the power in transition); the looks fall on the
@@ -126,6 +131,9 @@ func (r *Reconciler) eraseLook(since time.Time) time.Duration {
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	if r.PollInterval == 0 {
 		r.PollInterval = 2 * time.Second
+	}
+	if r.InstallTimeout == 0 {
+		r.InstallTimeout = time.Hour
 	}
 	if r.RetryInterval == 0 {
 		r.RetryInterval = 30 * time.Second
@@ -286,6 +294,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	record(host) // with the round's write, whatever the round then waits for
 	write := func() error {
 		r.updateReady(host)
+		updateRootDevice(host)
 		return helper.Patch(ctx, host)
 	}
 	defer func() {
@@ -774,6 +783,22 @@ func (r *Reconciler) retryAfter(err error) time.Duration {
 var ownedConditions = []string{
 	infrav1.ReadyCondition, clusterv1.PausedCondition, infrav1.BMCReachableCondition,
 	infrav1.InspectedCondition, infrav1.BootPreparedCondition, infrav1.CleanedCondition,
+	infrav1.RootDeviceFoundCondition, infrav1.ImageInstalledCondition,
+}
+
+// updateRootDevice says in RootDeviceFound which drive an installation to disk would write, or
+// why there is none: such machines do not claim the host then.
+func updateRootDevice(h *infrav1.RedfishHost) {
+	if h.Status.Inventory == nil {
+		return
+	}
+	c := metav1.Condition{Type: infrav1.RootDeviceFoundCondition, Status: metav1.ConditionTrue, Reason: infrav1.RootDeviceMatchedReason}
+	if d, err := install.RootDevice(h.Spec.RootDeviceHints, h.Status.Inventory); err != nil {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, infrav1.NoMatchingDriveReason, err.Error()+": machines that install an image to disk (raw, qcow2, iso) do not claim this host"
+	} else {
+		c.Message = "disk images are written to " + deviceName(d)
+	}
+	conditions.Set(h, c)
 }
 
 func (r *Reconciler) updateReady(h *infrav1.RedfishHost) {

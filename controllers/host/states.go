@@ -431,8 +431,8 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 	if h.Status.BootIssuedAt != nil {
 		return r.powerOnOnce(ctx, s)
 	}
-
-	if ps := s.power; ps != bmc.PowerOff {
+	toDisk := c.Image.EffectiveFormat().InstallsToDisk()
+	if ps := s.power; ps != bmc.PowerOff && (!toDisk || installed(h)) {
 		return ctrl.Result{RequeueAfter: r.PollInterval}, ignoreConflict(r.reset(ctx, s, bmc.ResetForceOff))
 	}
 
@@ -443,13 +443,16 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 		}
 		return ctrl.Result{}, err
 	}
+	if toDisk && !installed(h) {
+		return r.install(ctx, s, sec)
+	}
 	image := seed.ImageURL(r.SeedBaseURL, h.Namespace, c.Consumer.Name, string(sec.Data[seed.KeyToken]))
 	var err error
 	prepared := "" // said of the seed in the BootPrepared condition
-	switch c.BootMethod {
-	case infrav1.BootMethodPXE:
+	switch {
+	case c.BootMethod == infrav1.BootMethodPXE && !toDisk:
 		err = s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootPxe})
-	case infrav1.BootMethodUefiHTTP:
+	case c.BootMethod == infrav1.BootMethodUefiHTTP && !toDisk:
 		// The firmware loads the OS image from the boot URI; the seed volume goes into the BMC's
 		// virtual media (any one device), where a stock image finds it by its label.
 		volume := seed.CIDataURL(r.SeedBaseURL, h.Namespace, c.Consumer.Name, string(sec.Data[seed.KeyToken]))
@@ -461,6 +464,17 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 		}
 		if err == nil {
 			err = s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootUefiHTTP, HTTPBootURI: image})
+		}
+	case toDisk:
+		// The image is on the root drive: the deploy media leave, the seed volume (label cidata)
+		// goes into a device of its own, and the host boots once from its drive.
+		volume := seed.CIDataURL(r.SeedBaseURL, h.Namespace, c.Consumer.Name, string(sec.Data[seed.KeyToken]))
+		prepared = "booting drive " + deviceName(c.RootDevice) + ", the seed volume in the BMC's virtual media"
+		if err = s.bmc.EjectMedia(ctx, ""); err == nil {
+			err = s.bmc.InsertMedia(ctx, "", volume)
+		}
+		if err == nil {
+			err = s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootHdd})
 		}
 	default:
 		// The OS image in the CD, the per-claim NoCloud volume (label cidata) in a second device:
@@ -578,7 +592,7 @@ func (r *Reconciler) deprovision(ctx context.Context, s *scope) (ctrl.Result, er
 	if err := s.bmc.EjectMedia(ctx, r.seedMediaMatch(h)); err != nil {
 		return ctrl.Result{}, err
 	}
-	h.Status.BootIssuedAt, h.Status.SoftPowerOffSentAt = nil, nil
+	h.Status.BootIssuedAt, h.Status.SoftPowerOffSentAt, h.Status.Install = nil, nil, nil
 	// Cleaning is skipped only when the claim says so: a claim that is missing fails closed.
 	if c := h.Status.Claim; c == nil || c.AutomatedCleaningMode != infrav1.CleaningModeDisabled {
 		// The erase starts in this round (an erase is safe to repeat, should the round's write

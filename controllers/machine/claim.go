@@ -22,6 +22,7 @@ import (
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/claim"
+	"github.com/caprf/cluster-api-provider-redfish/internal/install"
 	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
 )
 
@@ -205,6 +206,11 @@ func (r *Reconciler) candidates(ctx context.Context, s *scope, hosts []infrav1.R
 		if !sel.Matches(labels.Set(h.Labels)) || (fd != "" && h.Labels[fdLabel] != fd) {
 			continue
 		}
+		if s.rm.Spec.Image.EffectiveFormat().InstallsToDisk() {
+			if _, err := install.RootDevice(h.Spec.RootDeviceHints, h.Status.Inventory); err != nil {
+				continue // no drive to install to (condition RootDeviceFound on the host says why)
+			}
+		}
 		switch rf := h.Status.ReservedFor; {
 		case rf == nil:
 			free = append(free, h)
@@ -284,6 +290,13 @@ func (r *Reconciler) tryClaim(ctx context.Context, s *scope, h *infrav1.RedfishH
 	rm := s.rm
 	claimed := h.DeepCopy()
 	claimed.Status.Claim = claim.For(rm, owner)
+	if rm.Spec.Image.EffectiveFormat().InstallsToDisk() {
+		rd, err := install.RootDevice(h.Spec.RootDeviceHints, h.Status.Inventory)
+		if err != nil {
+			return nil, nil // its hints or drives changed since it was chosen: another candidate
+		}
+		claimed.Status.Claim.RootDevice = rd
+	}
 	claimed.Status.ReservedFor = nil
 	// Remembered before it is sent: an answer lost after the update landed must not lead to a
 	// claim of another host while the cache lags (see claimsSent).

@@ -65,6 +65,17 @@ func (r *Reconciler) ensureSeed(ctx context.Context, s *scope) (ctrl.Result, err
 			seed.KeyBootMAC:         []byte(s.host.Spec.BootMACAddress),
 		},
 	}
+	if img := rm.Spec.Image; img.EffectiveFormat().DiskImage() {
+		// What the deploy script installs, and where: the seed server writes the script from it.
+		sec.Data[seed.KeyImageFormat] = []byte(img.EffectiveFormat())
+		sec.Data[seed.KeyChecksum] = []byte(img.Checksum)
+		sec.Data[seed.KeyChecksumType] = []byte(img.ChecksumType)
+		sec.Data[seed.KeyImageCABundle] = []byte(img.CABundleName)
+		if rd := s.host.Status.Claim.RootDevice; rd != nil {
+			sec.Data[seed.KeyRootSerial] = []byte(rd.SerialNumber)
+			sec.Data[seed.KeyRootWWN] = []byte(rd.WWN)
+		}
+	}
 	if err := controllerutil.SetControllerReference(rm, sec, r.Client.Scheme()); err != nil {
 		return ctrl.Result{}, err
 	}

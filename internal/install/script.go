@@ -22,9 +22,12 @@ type Params struct {
 	Device infrav1.RootDevice
 	// ReportURL receives the outcome (a JSON Report, POSTed).
 	ReportURL string
-	// CABundle is the PEM bundle curl trusts for the image, the checksum file and the report
-	// (empty: the deploy image's trust store).
+	// CABundle is the PEM bundle curl trusts for the image and the checksum file (empty: the
+	// deploy image's trust store).
 	CABundle []byte
+	// ReportCABundle is the PEM bundle curl trusts for the report: the seed server's CA (empty:
+	// the deploy image's trust store).
+	ReportCABundle []byte
 }
 
 // Report is what the deploy script POSTs to ReportURL once it is done.
@@ -94,7 +97,7 @@ func Script(p Params) ([]byte, error) {
 	err := script.Execute(&b, map[string]string{
 		"image": quote(p.ImageURL), "format": quote(string(p.Format)), "want": quote(want), "sumURL": quote(sumURL),
 		"tool": tool, "serial": quote(p.Device.SerialNumber), "wwn": quote(NormalizeWWN(p.Device.WWN)),
-		"report": quote(p.ReportURL), "ca": quote(string(p.CABundle)),
+		"report": quote(p.ReportURL), "ca": quote(string(p.CABundle)), "reportCA": quote(string(p.ReportCABundle)),
 	})
 	return b.Bytes(), err
 }
@@ -116,19 +119,25 @@ serial={{.serial}}
 wwn={{.wwn}}
 report_url={{.report}}
 ca={{.ca}}
+report_ca={{.reportCA}}
 
 work=$(mktemp -d)
 curl_opts=(--fail --silent --show-error --location --connect-timeout 30)
+report_opts=("${curl_opts[@]}")
 if [ -n "$ca" ]; then
   printf '%s\n' "$ca" > "$work/ca.crt"
   curl_opts+=(--cacert "$work/ca.crt")
+fi
+if [ -n "$report_ca" ]; then
+  printf '%s\n' "$report_ca" > "$work/report-ca.crt"
+  report_opts+=(--cacert "$work/report-ca.crt")
 fi
 dev=''
 label=''
 
 json() { printf '%s' "$1" | tr -d '\000-\037' | sed 's/\\/\\\\/g; s/"/\\"/g'; }
 report() {
-  curl "${curl_opts[@]}" --retry 10 --retry-delay 3 --retry-all-errors --max-time 60 \
+  curl "${report_opts[@]}" --retry 10 --retry-delay 3 --retry-all-errors --max-time 60 \
     -X POST -H 'Content-Type: application/json' --data-binary "$1" "$report_url" > /dev/null
 }
 wipe() {

@@ -97,7 +97,7 @@ func (b *bench) params(image string, format infrav1.ImageFormat, checksum string
 	return install.Params{
 		ImageURL: b.srv.URL + image, Format: format, Checksum: checksum, ChecksumType: infrav1.ChecksumSHA256,
 		Device:    infrav1.RootDevice{Name: "Disk1", SerialNumber: "S4SIM-1"},
-		ReportURL: b.srv.URL + "/report", CABundle: b.ca,
+		ReportURL: b.srv.URL + "/report", CABundle: b.ca, ReportCABundle: b.ca,
 	}
 }
 

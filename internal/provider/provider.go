@@ -73,7 +73,7 @@ func seedServer(mgr ctrl.Manager, o controllers.Options) (*seed.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &seed.Server{Seeds: seeds, Reader: reader, Hosts: mgr.GetClient(), BaseURL: o.SeedBaseURL,
+	return &seed.Server{Seeds: seeds, Reader: reader, Writer: reader, Hosts: mgr.GetClient(), BaseURL: o.SeedBaseURL, CABundle: o.SeedCABundle,
 		Rate: rate.Limit(o.SeedRate), Burst: o.SeedBurst, IPXERate: rate.Limit(o.SeedIPXERate), IPXEBurst: o.SeedIPXEBurst}, nil
 }
 

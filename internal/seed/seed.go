@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	stdlog "log"
 	"net"
 	"net/http"
@@ -39,6 +40,16 @@ const (
 	KeyInstanceID      = "instanceID"
 	KeyImageURL        = "imageURL"
 	KeyBootMAC         = "bootMAC"
+	// Of a disk image (raw, qcow2): what the deploy script writes where.
+	KeyImageFormat   = "imageFormat"
+	KeyChecksum      = "checksum"
+	KeyChecksumType  = "checksumType"
+	KeyImageCABundle = "imageCABundle"
+	KeyRootSerial    = "rootSerial"
+	KeyRootWWN       = "rootWWN"
+	// KeyInstallReport is the deploy script's report (install.Report, JSON), written by the seed
+	// server when the script POSTs it: the host controller reads it there.
+	KeyInstallReport = "installReport"
 )
 
 // BootMACIndex indexes RedfishHosts by their lower-case boot MAC (see IndexBootMAC).
@@ -95,8 +106,13 @@ type Server struct {
 	// flood does can then take the controllers' requests.
 	Reader client.Reader
 	// Hosts reads RedfishHosts by BootMACIndex (the manager's cache, with the index registered).
-	Hosts   client.Reader
+	Hosts client.Reader
+	// Writer records the deploy script's install report in the seed Secret.
+	Writer  client.Writer
 	BaseURL string
+	// CABundle is the PEM CA bundle that signs this server's certificate: the deploy script
+	// trusts it when it reports (nil: the deploy image's own trust store).
+	CABundle []byte
 	// Rate and Burst limit requests per source address on every path (default 50/s, burst 500:
 	// a BMC reads a virtual medium in many range requests, and a rack behind one relay or NAT
 	// address boots at once).
@@ -140,6 +156,7 @@ const bootstrapTTL = 30 * time.Second
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/{ns}/{machine}/{token}/{file}", s.serveFile)
+	mux.HandleFunc("POST /v1/{ns}/{machine}/{token}/install-report", s.installReport)
 	mux.HandleFunc("GET /v1/ipxe/{mac}", s.serveIPXE)
 	guarded := s.guard(mux)
 	top := http.NewServeMux()
@@ -190,6 +207,8 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
 		log.V(2).Info("served the seed volume") // its content never reaches logs
 		w.Header().Set("Content-Type", "application/x-iso9660-image")
 		http.ServeContent(w, r, "cidata.iso", time.Time{}, bytes.NewReader(iso))
+	case "deploy.iso":
+		s.deployVolume(w, r, sec)
 	case "vendor-data":
 		w.Header().Set("Content-Type", "text/plain")
 	case "user-data", "ignition.json":
@@ -215,12 +234,8 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request) {
 func (s *Server) volume(sec *corev1.Secret, userData []byte) ([]byte, error) {
 	sum := sha256.Sum256(userData) // the bootstrap data may change while the seed Secret does not
 	key := sec.Namespace + "/" + sec.Name + "@" + sec.ResourceVersion + "#" + hex.EncodeToString(sum[:8])
-	s.volumesMu.Lock()
-	s.sweepVolumes()
-	v, ok := s.volumes[key]
-	s.volumesMu.Unlock()
-	if ok {
-		return v.iso, nil
+	if iso, ok := s.cached(key); ok {
+		return iso, nil
 	}
 	iso, err := CIDataISO(map[string][]byte{
 		"meta-data": metaData(sec), "user-data": userData, "network-config": networkConfig(string(sec.Data[KeyBootMAC])),
@@ -228,6 +243,21 @@ func (s *Server) volume(sec *corev1.Secret, userData []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.keep(key, iso)
+	return iso, nil
+}
+
+// cached returns the volume kept under key.
+func (s *Server) cached(key string) ([]byte, bool) {
+	s.volumesMu.Lock()
+	defer s.volumesMu.Unlock()
+	s.sweepVolumes()
+	v, ok := s.volumes[key]
+	return v.iso, ok
+}
+
+// keep keeps a volume under key for volumeTTL (at most maxVolumes of them).
+func (s *Server) keep(key string, iso []byte) {
 	s.volumesMu.Lock()
 	defer s.volumesMu.Unlock()
 	if s.volumes == nil {
@@ -241,8 +271,9 @@ func (s *Server) volume(sec *corev1.Secret, userData []byte) ([]byte, error) {
 		delete(s.volumes, k)
 	}
 	s.volumes[key] = cachedVolume{iso: iso, built: time.Now()}
-	return iso, nil
 }
+
+func bytesReader(b []byte) io.ReadSeeker { return bytes.NewReader(b) }
 
 // sweepVolumes forgets volumes older than volumeTTL: they hold bootstrap data, needed only while
 // a host boots. Caller holds volumesMu.
