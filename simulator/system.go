@@ -58,11 +58,11 @@ type drive struct {
 	capacity          int64
 	// path is the file holding what was written to the drive (created on first use, sparse,
 	// capacity bytes): the simulated OS reads and writes it, an erase zeroes it.
-	path string
-	erased            int  // times secure-erased (completed)
-	erasing           bool // an erase is running
-	noSecureErase     bool // no Drive.SecureErase action on this drive
-	absent            bool // an empty bay
+	path          string
+	erased        int  // times secure-erased (completed)
+	erasing       bool // an erase is running
+	noSecureErase bool // no Drive.SecureErase action on this drive
+	absent        bool // an empty bay
 }
 
 type systemState struct {

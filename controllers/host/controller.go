@@ -39,9 +39,9 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
-	"github.com/caprf/cluster-api-provider-redfish/internal/install"
 	"github.com/caprf/cluster-api-provider-redfish/internal/claim"
 	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
+	"github.com/caprf/cluster-api-provider-redfish/internal/install"
 	"github.com/caprf/cluster-api-provider-redfish/internal/metrics"
 	"github.com/caprf/cluster-api-provider-redfish/internal/onepatch"
 	"github.com/caprf/cluster-api-provider-redfish/internal/pause"

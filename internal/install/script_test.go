@@ -184,7 +184,9 @@ func TestTheDeployScriptWritesTheImageToTheHintedDriveOnly(t *testing.T) {
 	}
 }
 
-func disks0Label(b *bench, i int) string { return b.drives[i].Path + " (serial " + b.drives[i].Serial + ")" }
+func disks0Label(b *bench, i int) string {
+	return b.drives[i].Path + " (serial " + b.drives[i].Serial + ")"
+}
 
 func TestAMismatchingImageIsWipedAndReportedNeverLeftToBoot(t *testing.T) {
 	b := newBench(t)

@@ -22,9 +22,9 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
-	"github.com/caprf/cluster-api-provider-redfish/internal/install"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/claim"
+	"github.com/caprf/cluster-api-provider-redfish/internal/install"
 )
 
 // Setup registers every webhook of the provider. reader reads from the API server. watchNamespace

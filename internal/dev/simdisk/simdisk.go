@@ -53,7 +53,7 @@ func Run(ctx context.Context, script []byte, drives []Drive) (Result, error) {
 	}
 	off := filepath.Join(dir, "powered-off")
 	stubs := map[string]string{
-		"lsblk": "#!/bin/bash\nif [ \"$*\" != '" + LsblkArgs + "' ]; then echo \"lsblk: the simulated hardware answers only: lsblk " + LsblkArgs + "\" >&2; exit 64; fi\ncat <<'LSBLK'\n" + list.String() + "LSBLK\n",
+		"lsblk":    "#!/bin/bash\nif [ \"$*\" != '" + LsblkArgs + "' ]; then echo \"lsblk: the simulated hardware answers only: lsblk " + LsblkArgs + "\" >&2; exit 64; fi\ncat <<'LSBLK'\n" + list.String() + "LSBLK\n",
 		"poweroff": "#!/bin/sh\ntouch '" + off + "'\n",
 	}
 	for name, body := range stubs {
