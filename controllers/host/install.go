@@ -131,12 +131,21 @@ func (r *Reconciler) installReported(ctx context.Context, s *scope, data []byte)
 	switch {
 	case err != nil:
 		r.finishInstall(h, infrav1.InstallPhaseFailed, infrav1.InstallFailedReason, err.Error())
+	case !rep.OK && rep.Reason == infrav1.ChecksumMismatchReason && install.ValidDigest(rep.Checksum, checksumType(c.Image)):
+		// Said from the digests (not secrets), which a redaction of the script's text would hide.
+		want := "the one its checksum file gives"
+		if !install.IsChecksumURL(c.Image.Checksum) {
+			want = c.Image.Checksum
+		}
+		r.finishInstall(h, infrav1.InstallPhaseFailed, infrav1.ChecksumMismatchReason, fmt.Sprintf(
+			"the image %s downloaded by the deploy image has %s %s, not %s; the drive was wiped and is not booted",
+			imageFile(c.Image.URL), checksumType(c.Image), strings.ToLower(rep.Checksum), want))
 	case !rep.OK:
 		reason := rep.Reason
 		if reason != infrav1.ChecksumMismatchReason {
 			reason = infrav1.InstallFailedReason
 		}
-		r.finishInstall(h, infrav1.InstallPhaseFailed, reason, bmc.Redact(fmt.Sprintf("the deploy image reports: %s", rep.Message)))
+		r.finishInstall(h, infrav1.InstallPhaseFailed, reason, bmc.Redact(fmt.Sprintf("the deploy image reports: %s; the drive is not booted", rep.Message)))
 	case !install.IsChecksumURL(c.Image.Checksum) && !equalFoldHex(rep.Checksum, c.Image.Checksum):
 		r.finishInstall(h, infrav1.InstallPhaseFailed, infrav1.ChecksumMismatchReason,
 			fmt.Sprintf("the deploy image reports checksum %q written, not the machine's %s", rep.Checksum, c.Image.Checksum))
@@ -186,6 +195,14 @@ func checksumType(img *infrav1.Image) infrav1.ChecksumType {
 		return infrav1.ChecksumSHA256
 	}
 	return img.ChecksumType
+}
+
+// imageFile is the file name of an image URL, without its query (which may hold credentials).
+func imageFile(u string) string {
+	if i := strings.IndexAny(u, "?#"); i >= 0 {
+		u = u[:i]
+	}
+	return bmc.Redact(u[strings.LastIndex(u, "/")+1:])
 }
 
 func equalFoldHex(a, b string) bool { return a != "" && strings.EqualFold(a, b) }

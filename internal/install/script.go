@@ -149,7 +149,7 @@ wipe() {
 fail() {
   trap - ERR
   wipe
-  report "{\"ok\":false,\"reason\":\"$1\",\"message\":\"$(json "$2")\",\"device\":\"$(json "$label")\"}" || true
+  report "{\"ok\":false,\"reason\":\"$1\",\"message\":\"$(json "$2")\",\"device\":\"$(json "$label")\",\"checksum\":\"$(json "${3:-}")\"}" || true
   poweroff
   exit 1
 }
@@ -204,7 +204,7 @@ wait "$sum_pid" "$size_pid"
 got=$(cut -d' ' -f1 < "$work/sum")
 size=$(tr -d ' ' < "$work/size")
 if [ "$got" != "$want" ]; then
-  fail ChecksumMismatch "$file has {{.tool}} $got, not $want"
+  fail ChecksumMismatch "$file has {{.tool}} $got, not $want" "$got"
 fi
 if [ "$format" = qcow2 ]; then
   qemu-img convert -n -f qcow2 -O raw "$work/image" "$dev"

@@ -195,6 +195,9 @@ func TestAMismatchingImageIsWipedAndReportedNeverLeftToBoot(t *testing.T) {
 	if rep.OK || rep.Reason != infrav1.ChecksumMismatchReason || !res.PoweredOff {
 		t.Fatalf("report %+v, powered off %t: want a ChecksumMismatch report and a power-off; console:\n%s", rep, res.PoweredOff, res.Output)
 	}
+	if rep.Checksum != sum256(b.raw) {
+		t.Errorf("the mismatch report carries checksum %q, want the digest computed, %s", rep.Checksum, sum256(b.raw))
+	}
 	if !zero(disks[1][:1<<20]) {
 		t.Errorf("the first MiB of the written drive still holds image bytes: a firmware could boot it")
 	}

@@ -48,6 +48,11 @@ var (
 	seedBaseURL string
 	// seedCAs trust the seed server's certificate (as hosts' firmware, BMCs and images would).
 	seedCAs *x509.CertPool
+	// seedCertPEM is that certificate, which the disk image server serves too.
+	seedCertPEM []byte
+	// diskImages serves the deploy image (its URL is the managers' DeployImageURL) and the disk
+	// images specs publish, over HTTPS with the seed server's certificate.
+	diskImages *imageFiles
 )
 
 func TestE2E(t *testing.T) {
@@ -80,6 +85,9 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	seedCAs = x509.NewCertPool()
 	Expect(seedCAs.AppendCertsFromPEM(certPEM)).To(BeTrue())
+	seedCertPEM = certPEM
+	diskImages = startImageFiles(certDir)
+	DeferCleanup(diskImages.close)
 	// The first manager serves seeds on seedListener; one started by env.RestartManager listens
 	// on the same address again.
 	var listened atomic.Bool
@@ -110,6 +118,8 @@ var _ = BeforeSuite(func() {
 				Controller:       controller.Options{MaxConcurrentReconciles: 10, SkipNameValidation: ptr.To(true)},
 				ClusterCache:     cc,
 				SeedBaseURL:      seedBaseURL,
+				SeedCABundle:     seedCertPEM,
+				DeployImageURL:   diskImages.url("/deploy.iso"),
 				PollInterval:     500 * time.Millisecond,
 				Maintenance:      maintenanceGate.Load(),
 				BMCRetryInterval: 2 * time.Second,

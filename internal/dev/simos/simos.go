@@ -47,16 +47,33 @@ type OS struct {
 	fetched   map[string][]string // server -> bootstrap data it fetched, in order
 	installed map[string]string   // server -> Node name
 	booted    map[string][]string // server -> what each boot ran: "disk", or the live image's URL
+	consoles  map[string][]string // server -> what the deploy scripts it ran printed
+	servers   map[string]*simulator.Server
 	errs      []error
 }
 
 // New returns a simulated OS writing Nodes with c.
 func New(c client.Client) *OS {
-	return &OS{Client: c, fetched: map[string][]string{}, installed: map[string]string{}, booted: map[string][]string{}}
+	return &OS{Client: c, fetched: map[string][]string{}, installed: map[string]string{}, booted: map[string][]string{},
+		consoles: map[string][]string{}, servers: map[string]*simulator.Server{}}
 }
 
 // Attach makes every server of the fleet run this OS.
-func (o *OS) Attach(f *simulator.Fleet) { f.OnBoot(o.boot) }
+func (o *OS) Attach(f *simulator.Fleet) {
+	o.mu.Lock()
+	for _, s := range f.Servers {
+		o.servers[s.ID()] = s
+	}
+	o.mu.Unlock()
+	f.OnBoot(o.boot)
+}
+
+// Consoles returns what the deploy scripts a server ran printed, one entry per run.
+func (o *OS) Consoles(server string) []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.consoles[server]...)
+}
 
 // Fetched returns the bootstrap data each server fetched.
 func (o *OS) Fetched() map[string][]string {
@@ -109,6 +126,15 @@ func (o *OS) boot(e simulator.BootEvent) {
 		if e.MediaImage == "" {
 			return // no provisioning media: nothing to install
 		}
+		switch o.kindOf(ctx, e.MediaImage) {
+		case kindDeploy:
+			o.deploy(ctx, e)
+			return
+		case kindNode:
+			// A disk image inserted as a CD: no firmware boots it.
+			o.record(e.ServerID, NotBootable)
+			return
+		}
 		if !hasOtherMedia(e) {
 			// A live image (diagnostics, a firmware updater): it runs from the CD, installs
 			// nothing and registers no Node.
@@ -150,8 +176,15 @@ func (o *OS) boot(e simulator.BootEvent) {
 	}
 }
 
-// diskBoot is a reboot into the installed OS: the kubelet brings the Node back to Ready.
+// diskBoot is a boot from the drives: an OS image written there starts (see imageBoot); else a
+// reboot into the OS a live image "installed" brings its Node back to Ready.
 func (o *OS) diskBoot(ctx context.Context, e simulator.BootEvent) {
+	if done, err := o.imageBoot(ctx, e); done || err != nil {
+		if err != nil {
+			o.fail(fmt.Errorf("%s: booting from disk: %w", e.ServerID, err))
+		}
+		return
+	}
 	o.record(e.ServerID, "disk")
 	o.mu.Lock()
 	name := o.installed[e.ServerID]
