@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"time"
 
@@ -66,6 +67,8 @@ type flags struct {
 	clusterCacheConcurrency int
 	seedAddr, seedURL       string
 	seedCertDir             string
+	deployImageURL          string
+	installTimeout          time.Duration
 	seedRate                float64
 	seedBurst               int
 	seedIPXERate            float64
@@ -103,6 +106,8 @@ func main() {
 	fs.IntVar(&f.clusterCacheConcurrency, "clustercache-concurrency", 100, "Concurrent reconciles of the cluster cache.")
 	fs.StringVar(&f.seedAddr, "seed-bind-address", ":8082", "Address the seed server (bootstrap data for booting hosts) listens on.")
 	fs.StringVar(&f.seedURL, "seed-url", "", "URL hosts reach the seed server at, e.g. https://seed.rack.example:30082 (required: hosts boot from it).")
+	fs.StringVar(&f.deployImageURL, "deploy-image-url", "", "http(s) URL of the deploy image: a live ISO that runs cloud-init NoCloud user-data scripts and has bash, curl, sha256sum and qemu-img (see docs/deploy-image.md). Booted to write raw and qcow2 images to a host's root drive; without it machines with such images wait (condition ImageInstalled, reason NoDeployImage).")
+	fs.DurationVar(&f.installTimeout, "install-timeout", time.Hour, "How long an installation to disk (the deploy image writing a raw or qcow2 image, or a self-installing ISO) may take from its boot to its report or power-off; past it the host is left off with ImageInstalled=False, InstallTimedOut.")
 	fs.StringVar(&f.seedCertDir, "seed-cert-dir", "", "Folder holding the seed server's TLS certificate (tls.crt, tls.key; reloaded when renewed). Required for an https --seed-url: bootstrap data carries cluster CA keys.")
 	fs.Float64Var(&f.seedRate, "seed-rate", 50, "Seed requests per second allowed from one source address (a rack behind a NAT, or a NodePort Service that does not keep source addresses, is one source).")
 	fs.IntVar(&f.seedBurst, "seed-burst", 500, "Seed requests one source address may make in a burst.")
@@ -212,6 +217,19 @@ func run(ctx context.Context, f flags) error {
 		}
 		bmcOpts.ImageRootCAs = pool
 	}
+	if f.deployImageURL != "" {
+		if u, err := url.Parse(f.deployImageURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--deploy-image-url %q: must be an http(s) URL the BMCs can reach", bmc.Redact(f.deployImageURL))
+		}
+	}
+	var seedCA []byte
+	if f.seedCertDir != "" {
+		// cert-manager writes the issuing CA next to the certificate; the deploy script trusts
+		// it when it reports. Without it, the deploy image's own trust store must know the CA.
+		if b, err := os.ReadFile(filepath.Join(f.seedCertDir, "ca.crt")); err == nil {
+			seedCA = b
+		}
+	}
 	listen := func() (net.Listener, error) { return net.Listen("tcp", f.seedAddr) }
 	if u, _ := url.Parse(f.seedURL); u != nil && u.Scheme == "https" { // checkSeedFlags parsed it
 		wrap, err := provider.SeedTLS(mgr, f.seedCertDir)
@@ -228,6 +246,9 @@ func run(ctx context.Context, f flags) error {
 	}
 	if err := provider.Setup(ctx, mgr, listen, controllers.Options{
 		SeedBaseURL:         f.seedURL,
+		SeedCABundle:        seedCA,
+		DeployImageURL:      f.deployImageURL,
+		InstallTimeout:      f.installTimeout,
 		BMCCheckInterval:    f.bmcCheckInterval,
 		BIOSSetupWait:       f.biosSetupWait,
 		SoftPowerOffTimeout: f.softPowerOffTimeout,

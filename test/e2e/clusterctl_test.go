@@ -77,7 +77,8 @@ var _ = Describe("clusterctl release", Label("clusterctl"), func() {
 CAPRF_SEED_URL: https://seed.rack.example:30082
 CAPRF_SEED_HOSTNAME: seed.rack.example
 CONTROL_PLANE_ENDPOINT_HOST: 10.0.0.100
-IMAGE_URL: https://images.example/k8s-v1.36.3.iso
+IMAGE_URL: https://images.example/k8s-v1.36.3
+IMAGE_CHECKSUM: 0f343b0931126a20f133d67c2b018a3b0f343b0931126a20f133d67c2b018a3b
 `), 0o600)).To(Succeed())
 		c, err := clusterctl.New(ctx, config)
 		Expect(err).NotTo(HaveOccurred())
@@ -133,9 +134,14 @@ IMAGE_URL: https://images.example/k8s-v1.36.3.iso
 		Expect(skipped).To(ConsistOf("Issuer", "Issuer", "Certificate", "Certificate", "Certificate"))
 
 		for _, flavor := range []struct {
-			name string
-			boot infrav1.BootMethod
-		}{{"", infrav1.BootMethodVirtualMedia}, {"pxe", infrav1.BootMethodPXE}, {"uefi-http", infrav1.BootMethodUefiHTTP}} {
+			name   string
+			boot   infrav1.BootMethod
+			format string
+			extra  []string // variables beyond templateVariables
+		}{
+			{"", infrav1.BootMethodVirtualMedia, "live-iso", nil}, {"pxe", infrav1.BootMethodPXE, "live-iso", nil},
+			{"uefi-http", infrav1.BootMethodUefiHTTP, "live-iso", nil}, {"disk", infrav1.BootMethodVirtualMedia, "raw", []string{"IMAGE_CHECKSUM"}},
+		} {
 			By("rendering flavor '" + flavor.name + "' the way `clusterctl generate cluster` does and creating it (dry run)")
 			ns, err := env.CreateNamespace(ctx, "clusterctl")
 			Expect(err).NotTo(HaveOccurred())
@@ -148,7 +154,7 @@ IMAGE_URL: https://images.example/k8s-v1.36.3.iso
 				WorkerMachineCount:       ptr.To[int64](2),
 			})
 			Expect(err).NotTo(HaveOccurred())
-			Expect(tmpl.Variables()).To(ConsistOf(templateVariables))
+			Expect(tmpl.Variables()).To(ConsistOf(append(append([]string{}, templateVariables...), flavor.extra...)))
 			yaml, err := tmpl.Yaml()
 			Expect(err).NotTo(HaveOccurred())
 			Expect(bytes.Contains(yaml, []byte("${"))).To(BeFalse(), "unresolved variable in\n%s", yaml)
@@ -160,6 +166,8 @@ IMAGE_URL: https://images.example/k8s-v1.36.3.iso
 				if o.GetKind() == "RedfishMachineTemplate" {
 					boot, _, _ := unstructured.NestedString(o.Object, "spec", "template", "spec", "bootMethod")
 					Expect(boot).To(Equal(string(flavor.boot)))
+					format, _, _ := unstructured.NestedString(o.Object, "spec", "template", "spec", "image", "format")
+					Expect(format).To(Equal(flavor.format))
 				}
 				obj := o.DeepCopy()
 				Expect(env.Create(ctx, obj, client.DryRunAll, &client.CreateOptions{Raw: &metav1.CreateOptions{FieldValidation: "Strict"}})).

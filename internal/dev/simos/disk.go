@@ -192,7 +192,6 @@ func (o *OS) bootDrive(ctx context.Context, e simulator.BootEvent, d simulator.D
 		o.mu.Lock()
 		o.fetched[e.ServerID] = append(o.fetched[e.ServerID], userData)
 		o.mu.Unlock()
-		kept = md
 		block := make([]byte, stateSize)
 		copy(block, fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\nprovider-id: %s\n", md["instance-id"], md["local-hostname"], md["provider-id"]))
 		if _, err := f.WriteAt(block, stateAt); err != nil {
