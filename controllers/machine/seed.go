@@ -65,8 +65,9 @@ func (r *Reconciler) ensureSeed(ctx context.Context, s *scope) (ctrl.Result, err
 			seed.KeyBootMAC:         []byte(s.host.Spec.BootMACAddress),
 		},
 	}
-	if img := rm.Spec.Image; img.EffectiveFormat().DiskImage() {
-		// What the deploy script installs, and where: the seed server writes the script from it.
+	if img := rm.Spec.Image; img.EffectiveFormat().InstallsToDisk() {
+		// What the deploy script installs, and where: the seed server writes the script from it
+		// (and names the root drive in the meta-data, for a self-installing ISO).
 		sec.Data[seed.KeyImageFormat] = []byte(img.EffectiveFormat())
 		sec.Data[seed.KeyChecksum] = []byte(img.Checksum)
 		sec.Data[seed.KeyChecksumType] = []byte(img.ChecksumType)

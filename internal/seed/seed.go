@@ -296,9 +296,19 @@ type cachedVolume struct {
 	built time.Time
 }
 
+// metaData is the NoCloud meta-data of a claim. For an image installed to disk it names the root
+// drive the claim chose (root-device-serial, root-device-wwn): a self-installing ISO's config can
+// take its install target from there (cloud-init jinja: {{ ds.meta_data.root_device_serial }}).
 func metaData(sec *corev1.Secret) []byte {
-	return fmt.Appendf(nil, "instance-id: %s\nlocal-hostname: %s\nprovider-id: %s\n",
+	b := fmt.Appendf(nil, "instance-id: %s\nlocal-hostname: %s\nprovider-id: %s\n",
 		sec.Data[KeyInstanceID], sec.Data[KeyHostname], sec.Data[KeyProviderID])
+	if v := sec.Data[KeyRootSerial]; len(v) > 0 {
+		b = fmt.Appendf(b, "root-device-serial: %q\n", v)
+	}
+	if v := sec.Data[KeyRootWWN]; len(v) > 0 {
+		b = fmt.Appendf(b, "root-device-wwn: %q\n", v)
+	}
+	return b
 }
 
 // bootstrapData reads the bootstrap data a seed Secret names, kept for that seed's version (a

@@ -64,8 +64,8 @@ func qcow2Of(raw []byte) []byte {
 }
 
 var _ = Describe("Installing images to disk", func() {
-	It("writes raw and qcow2 images to the hinted drive on every virtual-media profile, never boots a mismatching image, and reboots the installed Node without a new install",
-		Label("disk-install-raw", "disk-install-qcow2", "image-checksum", "root-device-hints", "reboot-from-disk"), func() {
+	It("writes raw and qcow2 images to the hinted drive on every virtual-media profile, never boots a mismatching image, installs a self-installing ISO, and reboots the installed Node without a new install",
+		Label("disk-install-raw", "disk-install-qcow2", "image-checksum", "root-device-hints", "self-installing-iso", "reboot-from-disk"), func() {
 			const fleetHosts = 8 // hosts 1..8: every virtual-media profile at least once
 			roles := func(i int) string {
 				switch {
@@ -220,6 +220,23 @@ var _ = Describe("Installing images to disk", func() {
 			}, 3*time.Second).Should(Succeed())
 			Expect(zeros(readDrive(odd, "Disk0", 1<<20))).To(BeTrue(), "the written drive's start was not wiped: a firmware could boot it")
 			Expect(b.machines("odd")[0].Status.NodeRef.IsDefined()).To(BeFalse())
+
+			By("a self-installing ISO, on the odd host cleaned of the failed install, writing the drive the claim chose and the host then booting it")
+			Expect(env.Delete(ctx, &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "odd"}})).To(Succeed())
+			v3 := simos.NodeImage("v3", 1<<20+3)
+			isoURL, _ := diskImages.publish("/"+b.ns+"/installer-v3.iso", simos.InstallerISO(v3))
+			b.template("iso", infrav1.RedfishMachineSpec{
+				HostSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "odd"}},
+				Image:        &infrav1.Image{URL: isoURL, Format: infrav1.ImageFormatISO},
+			})
+			b.machineDeployment("iso", "iso", 1)
+			b.waitRunning("iso", 1)
+			Expect(env.Get(ctx, client.ObjectKeyFromObject(h), h)).To(Succeed())
+			Expect(h.Status.Install.Phase).To(Equal(infrav1.InstallPhaseInstalled))
+			Expect(b.os.Booted(odd.ID())).To(Equal([]string{simos.Deploy, simos.Installer, simos.DiskImage + ":Disk0"}))
+			Expect(bytes.HasPrefix(readDrive(odd, "Disk0", 2<<20), v3)).To(BeTrue(), "the installer did not write Disk0")
+			Expect(zeros(readDrive(odd, "Disk1", 2<<20))).To(BeTrue())
+			Expect(odd.DriveErasures()["Disk0"]).To(Equal(1), "the failed install's drive was not cleaned before the next claim")
 
 			By("a rollout to a qcow2 image: the hosts cleaned, then the converted image on Disk1")
 			b.template("qcow2", infrav1.RedfishMachineSpec{

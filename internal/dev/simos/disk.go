@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,6 +27,13 @@ const (
 	// of an instance, its kubelet registers the Node, and the state it keeps on the drive brings
 	// the same Node back on every later boot.
 	NodeMagic = "#caprf-sim node-image v1\n"
+	// InstallerMagic starts a simulated self-installing ISO (Fedora CoreOS / Flatcar with an
+	// install target, Talos, Ubuntu autoinstall): the node image it installs follows the header.
+	// Booted, it writes that image to the drive the seed's meta-data names (root-device-wwn, else
+	// root-device-serial), takes InstallTime, and powers the server off.
+	InstallerMagic = "#caprf-sim installer-iso v1\n"
+	// Installer is what Booted lists for a boot into a self-installing ISO.
+	Installer = "installer"
 	// NotBootable is what Booted lists for a CD boot of a disk image (no firmware boots it).
 	NotBootable = "not-bootable"
 	// Deploy is what Booted lists for a boot into the deploy image.
@@ -37,6 +45,9 @@ const (
 // stateSize is the block at the end of a drive where the simulated OS keeps its state (its
 // /var/lib: the instance it was set up for and the kubelet's Node).
 const stateSize = 4096
+
+// InstallerISO returns a simulated self-installing ISO that installs node.
+func InstallerISO(node []byte) []byte { return append([]byte(InstallerMagic), node...) }
 
 // DeployImage returns a simulated deploy ISO.
 func DeployImage() []byte { return []byte(DeployMagic + "cloud-init nocloud; bash curl qemu-img\n") }
@@ -56,6 +67,7 @@ const (
 	kindLive imageKind = iota
 	kindDeploy
 	kindNode
+	kindInstaller
 )
 
 // kindOf reads the start of a boot medium. An image the simulator cannot fetch stands for a live
@@ -81,6 +93,8 @@ func (o *OS) kindOf(ctx context.Context, url string) imageKind {
 		return kindDeploy
 	case bytes.HasPrefix(head, []byte(NodeMagic)):
 		return kindNode
+	case bytes.HasPrefix(head, []byte(InstallerMagic)):
+		return kindInstaller
 	}
 	return kindLive
 }
@@ -205,4 +219,44 @@ func (o *OS) bootDrive(ctx context.Context, e simulator.BootEvent, d simulator.D
 	}
 	time.Sleep(o.BootTime)
 	return true, o.registerNode(ctx, kept["local-hostname"], kept["provider-id"], e)
+}
+
+// installFromISO runs a self-installing ISO: the node image it carries goes to the drive its
+// seed names; then the server powers off.
+func (o *OS) installFromISO(ctx context.Context, e simulator.BootEvent) error {
+	o.record(e.ServerID, Installer)
+	srv := o.server(e.ServerID)
+	if srv == nil {
+		return fmt.Errorf("installer booted on a server the OS is not attached to")
+	}
+	iso, err := o.get(ctx, e.MediaImage)
+	if err != nil {
+		return fmt.Errorf("reading the installer: %w", err)
+	}
+	meta, _, err := o.seedFromMedia(ctx, e)
+	if err != nil {
+		return fmt.Errorf("installer: %w", err)
+	}
+	md := parseMeta(meta)
+	wwn, serial := strings.Trim(md["root-device-wwn"], `"`), strings.Trim(md["root-device-serial"], `"`)
+	drives, err := srv.Drives()
+	if err != nil {
+		return err
+	}
+	for _, d := range drives {
+		if (wwn != "" && d.WWN == wwn) || (wwn == "" && serial != "" && d.Serial == serial) {
+			f, err := os.OpenFile(d.Path, os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			_, werr := f.WriteAt([]byte(iso[len(InstallerMagic):]), 0)
+			if err := errors.Join(werr, f.Close()); err != nil {
+				return err
+			}
+			time.Sleep(o.InstallTime)
+			srv.PowerOffFromOS()
+			return nil
+		}
+	}
+	return fmt.Errorf("installer: no drive with wwn %q or serial %q", wwn, serial)
 }

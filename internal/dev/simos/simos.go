@@ -39,6 +39,9 @@ type OS struct {
 	// BootTime is how long the OS takes from the firmware handing over to the kubelet registering
 	// (or readying) its Node. Default 0. Set it before Attach.
 	BootTime time.Duration
+	// InstallTime is how long a self-installing ISO takes from its boot to its power-off
+	// (default 2s: a real one takes minutes, and the provider polls the power meanwhile).
+	InstallTime time.Duration
 	// RootCAs are the certificates the image (and the BMC reading its media) trusts for HTTPS;
 	// nil: the system's. Set it before Attach.
 	RootCAs *x509.CertPool
@@ -54,7 +57,7 @@ type OS struct {
 
 // New returns a simulated OS writing Nodes with c.
 func New(c client.Client) *OS {
-	return &OS{Client: c, fetched: map[string][]string{}, installed: map[string]string{}, booted: map[string][]string{},
+	return &OS{Client: c, InstallTime: 2 * time.Second, fetched: map[string][]string{}, installed: map[string]string{}, booted: map[string][]string{},
 		consoles: map[string][]string{}, servers: map[string]*simulator.Server{}}
 }
 
@@ -133,6 +136,11 @@ func (o *OS) boot(e simulator.BootEvent) {
 		case kindNode:
 			// A disk image inserted as a CD: no firmware boots it.
 			o.record(e.ServerID, NotBootable)
+			return
+		case kindInstaller:
+			if err := o.installFromISO(ctx, e); err != nil {
+				o.fail(fmt.Errorf("%s: %w", e.ServerID, err))
+			}
 			return
 		}
 		if !hasOtherMedia(e) {
