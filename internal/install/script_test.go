@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -222,4 +223,13 @@ func TestTheDriveIsFoundByWWNBeforeSerialAndNeverGuessed(t *testing.T) {
 		t.Errorf("report %+v: want InstallFailed, no drive written, a power-off", rep)
 	}
 	t.Logf("report: %+v", rep)
+
+	// Two drives answering to one serial number (a multipath pair, a vendor's placeholder): none
+	// is guessed.
+	b.drives[1].Serial = b.drives[0].Serial
+	p.Device = infrav1.RootDevice{SerialNumber: b.drives[0].Serial}
+	rep, _, disks = b.run(p)
+	if rep.OK || !strings.Contains(rep.Message, "2 drives with serial") || !zero(disks[0]) || !zero(disks[1]) {
+		t.Errorf("report %+v: want InstallFailed naming 2 drives, none written", rep)
+	}
 }

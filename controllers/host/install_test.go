@@ -1,0 +1,177 @@
+package host
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/bmc"
+	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
+)
+
+const digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+// diskClaim is the claim of m1 with a raw image on drive Disk1.
+func diskClaim(format infrav1.ImageFormat) func(*infrav1.RedfishHost) {
+	return claimOf(infrav1.HostStateProvisioning, func(c *infrav1.HostClaim) {
+		c.Image = &infrav1.Image{URL: "https://images.example/node.raw", Format: format, Checksum: digest}
+		if format == infrav1.ImageFormatISO {
+			c.Image = &infrav1.Image{URL: "https://images.example/installer.iso", Format: format}
+		}
+		c.RootDevice = &infrav1.RootDevice{Name: "Disk1", SerialNumber: "S1", WWN: "5002538e00000001"}
+	})
+}
+
+func installing(sawOn bool, since time.Duration) func(*infrav1.RedfishHost) {
+	return func(h *infrav1.RedfishHost) {
+		at := metav1.NewTime(time.Now().Add(-since))
+		h.Status.Install = &infrav1.InstallStatus{Phase: infrav1.InstallPhaseInstalling, BootIssuedAt: &at, SawPowerOn: sawOn}
+	}
+}
+
+// installRound runs one reconcile of a host installing to disk: report is the seed Secret's
+// install report ("" for none). It returns the host after the round and the BMC calls.
+func installRound(t *testing.T, h *infrav1.RedfishHost, power bmc.PowerState, report, deployImage string) (*infrav1.RedfishHost, []string, ctrl.Result) {
+	t.Helper()
+	c := newFakeClient(t, h, nil)
+	if report != "" {
+		sec := &corev1.Secret{}
+		key := client.ObjectKey{Namespace: "ns", Name: seed.SecretName("m1")}
+		if err := c.Get(context.Background(), key, sec); err != nil {
+			t.Fatal(err)
+		}
+		sec.Data[seed.KeyInstallReport] = []byte(report)
+		if err := c.Update(context.Background(), sec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := &fakeBMC{power: power}
+	r := &Reconciler{Client: c, APIReader: c, BMCs: fakeBMCs{bmc: f}, SeedBaseURL: "http://seed.example", DeployImageURL: deployImage,
+		PollInterval: 2 * time.Second, RetryInterval: 30 * time.Second, CheckInterval: time.Minute, InstallTimeout: 10 * time.Minute,
+		OrphanGracePeriod: 2 * time.Minute, RestoreGracePeriod: 2 * time.Minute}
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)})
+	if err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	got := &infrav1.RedfishHost{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(h), got); err != nil {
+		t.Fatal(err)
+	}
+	return got, f.calls, res
+}
+
+func newHost(mutate ...func(*infrav1.RedfishHost)) *infrav1.RedfishHost {
+	h := &infrav1.RedfishHost{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "h1", Finalizers: []string{Finalizer}},
+		Spec:       infrav1.RedfishHostSpec{BMC: infrav1.BMC{Address: "redfish://10.0.0.1/redfish/v1/Systems/1", CredentialsName: "creds"}},
+		Status:     infrav1.RedfishHostStatus{RegisteredAddress: "redfish://10.0.0.1/redfish/v1/Systems/1"},
+	}
+	for _, m := range mutate {
+		m(h)
+	}
+	return h
+}
+
+func TestAnInstallToDiskIsBootedOnceAndItsDriveOnlyOnceVerified(t *testing.T) {
+	const deploy = "https://images.example/deploy-live.iso"
+	for _, tc := range []struct {
+		name      string
+		host      []func(*infrav1.RedfishHost)
+		power     bmc.PowerState
+		report    string
+		noDeploy  bool
+		calls     []string
+		phase     infrav1.InstallPhase // "" for no install status
+		condition string               // ImageInstalled Status/Reason
+		message   string               // in the condition's message
+	}{
+		{name: "a raw image: the deploy image and its volume attached, the boot recorded, then the power-on",
+			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw)}, power: bmc.PowerOff,
+			calls: []string{"InsertMedia(deploy-live.iso,deploy.iso)", "SetBootOverride(Cd)", "Reset(On)"}, phase: infrav1.InstallPhaseInstalling,
+			condition: "False/Installing", message: "Disk1 (wwn 5002538e00000001)"},
+		{name: "a self-installing ISO: the image itself and the claim's seed volume",
+			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatISO)}, power: bmc.PowerOff,
+			calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd)", "Reset(On)"}, phase: infrav1.InstallPhaseInstalling, condition: "False/Installing"},
+		{name: "no deploy image named: waits, nothing sent",
+			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw)}, power: bmc.PowerOff, noDeploy: true,
+			condition: "False/NoDeployImage", message: "--deploy-image-url"},
+		{name: "installing and on (the power-on's answer lost): nothing sent again",
+			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(false, time.Second)}, power: bmc.PowerOn,
+			phase: infrav1.InstallPhaseInstalling},
+		{name: "installing, the power-on not seen landing yet: the one power-on",
+			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(false, time.Second)}, power: bmc.PowerOff,
+			calls: []string{"Reset(On)"}, phase: infrav1.InstallPhaseInstalling},
+		{name: "written, the machine's digest reported: installed, nothing sent this round",
+			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(true, time.Minute)}, power: bmc.PowerOff,
+			report: `{"ok":true,"device":"/dev/sdb (wwn 5002538e00000001)","sizeBytes":1234,"checksum":"` + strings.ToUpper(digest) + `"}`,
+			phase:  infrav1.InstallPhaseInstalled, condition: "True/Installed", message: "1234 bytes written to /dev/sdb"},
+		{name: "written, another digest reported: failed, forced off",
+			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(true, time.Minute)}, power: bmc.PowerOn,
+			report: `{"ok":true,"sizeBytes":1234,"checksum":"` + strings.Repeat("0", 64) + `"}`,
+			calls:  []string{"Reset(ForceOff)"}, phase: infrav1.InstallPhaseFailed, condition: "False/ChecksumMismatch", message: "not the machine's " + digest},
+		{name: "a mismatch reported: both digests said, the drive never booted",
+			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(true, time.Minute)}, power: bmc.PowerOff,
+			report: `{"ok":false,"reason":"ChecksumMismatch","message":"node.raw has sha256sum REDACTED","checksum":"` + strings.Repeat("ab", 32) + `"}`,
+			phase:  infrav1.InstallPhaseFailed, condition: "False/ChecksumMismatch", message: "node.raw downloaded by the deploy image has sha256 " + strings.Repeat("ab", 32) + ", not " + digest},
+		{name: "a failure reported: its words, redacted",
+			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(true, time.Minute)}, power: bmc.PowerOff,
+			report: `{"ok":false,"reason":"InstallFailed","message":"curl: (22) https://u:s3cret@images.example/node.raw 404"}`,
+			phase:  infrav1.InstallPhaseFailed, condition: "False/InstallFailed", message: "https://REDACTED@images.example"},
+		{name: "off after it was seen on, no report: failed, never booted",
+			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(true, time.Minute)}, power: bmc.PowerOff,
+			phase: infrav1.InstallPhaseFailed, condition: "False/InstallFailed", message: "without reporting"},
+		{name: "no outcome within the install timeout: failed",
+			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(true, time.Hour)}, power: bmc.PowerOn,
+			phase: infrav1.InstallPhaseFailed, condition: "False/InstallTimedOut", message: "10m0s"},
+		{name: "a self-installing ISO off after it was seen on: installed",
+			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatISO), installing(true, time.Minute)}, power: bmc.PowerOff,
+			phase: infrav1.InstallPhaseInstalled, condition: "True/Installed"},
+		{name: "failed and off: stays off, nothing sent",
+			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(true, time.Minute), func(h *infrav1.RedfishHost) {
+				h.Status.Install.Phase = infrav1.InstallPhaseFailed
+			}}, power: bmc.PowerOff, phase: infrav1.InstallPhaseFailed},
+		{name: "installed: the deploy media out, the seed volume in, a one-time boot from the drive",
+			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(true, time.Minute), func(h *infrav1.RedfishHost) {
+				h.Status.Install.Phase = infrav1.InstallPhaseInstalled
+			}}, power: bmc.PowerOff,
+			calls: []string{"EjectMedia", "InsertMedia(,cidata.iso)", "SetBootOverride(Hdd)", "Reset(On)"}, phase: infrav1.InstallPhaseInstalled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			image := deploy
+			if tc.noDeploy {
+				image = ""
+			}
+			got, calls, _ := installRound(t, newHost(tc.host...), tc.power, tc.report, image)
+			if !slices.Equal(calls, tc.calls) {
+				t.Errorf("BMC calls %v, want %v", calls, tc.calls)
+			}
+			switch {
+			case tc.phase == "" && got.Status.Install != nil:
+				t.Errorf("install %+v, want none", got.Status.Install)
+			case tc.phase != "" && (got.Status.Install == nil || got.Status.Install.Phase != tc.phase):
+				t.Errorf("install %+v, want phase %s", got.Status.Install, tc.phase)
+			}
+			if tc.phase == infrav1.InstallPhaseFailed && got.Status.BootIssuedAt != nil {
+				t.Errorf("a failed install's drive was booted")
+			}
+			if tc.condition != "" {
+				c := conditions.Get(got, infrav1.ImageInstalledCondition)
+				if c == nil || string(c.Status)+"/"+c.Reason != tc.condition || !strings.Contains(c.Message, tc.message) {
+					t.Errorf("ImageInstalled %v, want %s saying %q", c, tc.condition, tc.message)
+				}
+				if c != nil && strings.Contains(c.Message, "s3cret") {
+					t.Errorf("a password reached the condition: %s", c.Message)
+				}
+			}
+		})
+	}
+}
