@@ -83,6 +83,8 @@ type World struct {
 	out   io.Writer
 	start time.Time
 
+	images *imageServer
+
 	mu        sync.Mutex
 	templates map[string]string      // Machine name → template it was cloned from
 	booted    map[string]bootedImage // server ID → image its last boot loaded (redirects followed)
@@ -115,6 +117,8 @@ func Run(ctx context.Context, o Options) (retErr error) {
 	defer func() { _ = logFile.Close() }()
 	logger := zap.New(zap.WriteTo(logFile), zap.UseDevMode(false))
 
+	w.images = startImageServer()
+	defer w.images.srv.Close()
 	w.Printf("starting kube-apiserver + etcd, the CAPI core controllers and webhooks, and CAPRF")
 	seedListener, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -134,6 +138,7 @@ func Run(ctx context.Context, o Options) (retErr error) {
 				Controller:       controller.Options{MaxConcurrentReconciles: 10, SkipNameValidation: ptr.To(true)},
 				ClusterCache:     cc,
 				SeedBaseURL:      seedURL,
+				DeployImageURL:   w.images.srv.URL + "/deploy.iso",
 				PollInterval:     500 * time.Millisecond,
 				Maintenance:      true,
 				BMCRetryInterval: 2 * time.Second,
@@ -162,6 +167,7 @@ func Run(ctx context.Context, o Options) (retErr error) {
 	}
 	w.Printf("control plane up: export KUBECONFIG=%s   (controllers' log: %s)", kubeconfig, logFile.Name())
 	w.Printf("seed server: %s   metrics: http://%s/metrics", seedURL, metricsAddr)
+	w.Printf("image server: %s (deploy.iso: the deploy image; node-v1.raw, node-v2.raw: disk images as image-builder writes them)", w.images.srv.URL)
 
 	if w.Fleet, err = simulator.StartFleet(simulator.FleetOptions{
 		Servers: o.Servers, NamePrefix: "server", PowerLatency: o.PowerLatency, TaskDuration: 2 * time.Second, Profiles: o.Profiles,

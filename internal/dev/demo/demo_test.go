@@ -122,10 +122,13 @@ func TestLifecycleRollsTheWorkersThenServersAddedWithRedfishSimServeAScaleUp(t *
 		}
 		last = i
 	}
-	if n := strings.Count(text, "image=http://images.example/node-v2.iso"); n != 2 {
-		t.Errorf("final table shows %d workers on node-v2.iso, want 2:\n%s", n, text)
-	}
 	final := text[strings.LastIndex(text, "rolling update done in"):]
+	if n := len(regexp.MustCompile(`image=\S+/node-v2\.raw`).FindAllString(final, -1)); n != 2 {
+		t.Errorf("final table shows %d workers on node-v2.raw, want 2:\n%s", n, final)
+	}
+	if n := strings.Count(final, "Installed: node-v2.raw → drive Disk0"); n != 2 {
+		t.Errorf("the install list shows node-v2.raw written to Disk0 of %d hosts, want 2:\n%s", n, final)
+	}
 	seen := map[string]bool{}
 	for _, p := range vendors {
 		seen[p.Name] = strings.Contains(final, "bmc="+p.Name)

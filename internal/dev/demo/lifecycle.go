@@ -50,8 +50,9 @@ func lifecycle(ctx context.Context, w *World) error {
 
 	// nodeReuse: a worker's replacement lands back on the host it ran on, even once its template
 	// is deleted (no cleaning, so reused disks keep their data).
+	// The workers run a raw disk image, written to each host's root drive by the deploy image.
 	v1 := sample.MachineTemplate(Namespace, "workers-v1", infrav1.RedfishMachineSpec{
-		Image:     &infrav1.Image{URL: "http://images.example/node-v1.iso", Format: "live-iso"},
+		Image:     w.images.image("node-v1.raw"),
 		NodeReuse: true, AutomatedCleaningMode: infrav1.CleaningModeDisabled,
 	})
 	// maxSurge 0 / maxUnavailable 1: an old worker goes first and its replacement takes its host.
@@ -63,9 +64,13 @@ func lifecycle(ctx context.Context, w *World) error {
 	if err != nil {
 		return err
 	}
+	w.Printf("what the deploy image wrote where:")
+	if err := w.PrintInstalls(ctx); err != nil {
+		return err
+	}
 
 	v2 := sample.MachineTemplate(Namespace, "workers-v2", infrav1.RedfishMachineSpec{
-		Image:     &infrav1.Image{URL: "http://images.example/node-v2.iso", Format: "live-iso"},
+		Image:     w.images.image("node-v2.raw"),
 		NodeReuse: true, AutomatedCleaningMode: infrav1.CleaningModeDisabled,
 	})
 	if err := w.Create(ctx, v2); err != nil {
@@ -82,13 +87,17 @@ func lifecycle(ctx context.Context, w *World) error {
 	if err := w.Delete(ctx, v1); err != nil {
 		return fmt.Errorf("deleting template %s: %w", v1.Name, err)
 	}
-	w.Printf("rolling MachineDeployment %s to template %s (image node-v2.iso); deleted template %s, as GitOps pruning would", mdName, v2.Name, v1.Name)
+	w.Printf("rolling MachineDeployment %s to template %s (image node-v2.raw); deleted template %s, as GitOps pruning would", mdName, v2.Name, v1.Name)
 	rollStart := w.Since()
 	if err := w.Until(ctx, "the rolling update to finish", 5*time.Minute, w.rolledOut(v2.Name)); err != nil {
 		return err
 	}
-	w.Printf("rolling update done in %s: every worker replaced, on image node-v2.iso", (w.Since() - rollStart).Round(100*time.Millisecond))
+	w.Printf("rolling update done in %s: every worker replaced, on image node-v2.raw", (w.Since() - rollStart).Round(100*time.Millisecond))
 	if err := w.PrintMachines(ctx); err != nil {
+		return err
+	}
+	w.Printf("what the deploy image wrote where:")
+	if err := w.PrintInstalls(ctx); err != nil {
 		return err
 	}
 	after, err := w.workerHosts(ctx)

@@ -195,6 +195,9 @@ func (w *World) Machines(ctx context.Context) ([]Machine, error) {
 			Template: w.templateOf(m.Name, rm.Annotations[clusterv1.TemplateClonedFromNameAnnotation]), Deleting: !m.DeletionTimestamp.IsZero(),
 		}
 		mm.Image = w.bootedImage(rm.Status.HostRef)
+		if img := rm.Spec.Image; img.EffectiveFormat().InstallsToDisk() {
+			mm.Image = bmc.Redact(img.URL) // what its drive holds (the last CD it booted was the deploy image)
+		}
 		for _, s := range w.Fleet.Servers {
 			if s.ID() == rm.Status.HostRef {
 				mm.BMC = s.Profile().Name
