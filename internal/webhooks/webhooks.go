@@ -293,6 +293,11 @@ func (v *Machine) restorable(ctx context.Context, m *infrav1.RedfishMachine) (ad
 // maintenances.
 func (v *Machine) ValidateUpdate(ctx context.Context, old, m *infrav1.RedfishMachine) (admission.Warnings, error) {
 	errs := validateSpec(&m.Spec, field.NewPath("spec"))
+	if equality.Semantic.DeepEqual(old.Spec.Image, m.Spec.Image) {
+		// An image admitted before these checks existed (a raw image without a checksum) must not
+		// block the updates a machine gets (its providerID, maintenance approvals).
+		errs = withoutImageErrors(errs)
+	}
 	errs = append(errs, approvalsExist(ctx, v.Reader, old, m)...)
 	before, after := old.Spec.DeepCopy(), m.Spec.DeepCopy()
 	if before.ProviderID == "" {
@@ -339,6 +344,9 @@ func validateTemplate(t *infrav1.RedfishMachineTemplate) field.ErrorList {
 func (*MachineTemplate) ValidateUpdate(ctx context.Context, old, t *infrav1.RedfishMachineTemplate) (admission.Warnings, error) {
 	path := field.NewPath("spec", "template", "spec")
 	errs := validateTemplate(t)
+	if equality.Semantic.DeepEqual(old.Spec.Template.Spec.Image, t.Spec.Template.Spec.Image) {
+		errs = withoutImageErrors(errs) // admitted before these checks existed: left as it is
+	}
 	req, err := admission.RequestFromContext(ctx)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(err.Error())
@@ -405,6 +413,18 @@ func validateImage(img *infrav1.Image, boot infrav1.BootMethod, path *field.Path
 		errs = append(errs, field.Forbidden(path.Child("format"), fmt.Sprintf("a %s image is installed to disk from virtual media (the deploy image or the installer, with a seed volume); bootMethod %s is not supported for it yet: use VirtualMedia, or a live-iso image", format, boot)))
 	}
 	return errs
+}
+
+// withoutImageErrors drops the errors about the image's format, checksum and CA bundle.
+func withoutImageErrors(errs field.ErrorList) field.ErrorList {
+	var out field.ErrorList
+	for _, e := range errs {
+		if strings.Contains(e.Field, ".image.format") || strings.Contains(e.Field, ".image.checksum") || strings.Contains(e.Field, ".image.caBundleName") {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 func checksumType(img *infrav1.Image) infrav1.ChecksumType {

@@ -577,3 +577,23 @@ func TestAnImageIsRefusedUnlessItsFormatIsKnownAndADiskImageHasAChecksum(t *test
 		})
 	}
 }
+
+// A raw image admitted before checksums were required keeps its machine updatable (providerID,
+// approvals); a new machine with it is refused.
+func TestAMachineAdmittedBeforeTheImageChecksKeepsItsUpdates(t *testing.T) {
+	old := &infrav1.RedfishMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m"},
+		Spec: infrav1.RedfishMachineSpec{Image: &infrav1.Image{URL: "https://img/node.raw", Format: infrav1.ImageFormatRaw}}}
+	updated := old.DeepCopy()
+	updated.Spec.ProviderID = "redfish://ns/h1/m"
+	if _, err := (&Machine{}).ValidateUpdate(context.Background(), old, updated); err != nil {
+		t.Errorf("an update of a machine admitted before the image checks: %v", err)
+	}
+	if _, err := (&Machine{}).ValidateCreate(context.Background(), old); err == nil || !strings.Contains(err.Error(), "checksum") {
+		t.Errorf("a new machine with a raw image and no checksum: %v, want refused", err)
+	}
+	changed := updated.DeepCopy()
+	changed.Spec.Image.Format = infrav1.ImageFormatQCOW2
+	if _, err := (&Machine{}).ValidateUpdate(context.Background(), old, changed); err == nil {
+		t.Error("an image changed by an update was not checked")
+	}
+}
