@@ -228,6 +228,8 @@ func run(ctx context.Context, f flags) error {
 		// it when it reports. Without it, the deploy image's own trust store must know the CA.
 		if b, err := os.ReadFile(filepath.Join(f.seedCertDir, "ca.crt")); err == nil {
 			seedCA = b
+		} else if f.deployImageURL != "" {
+			klog.Background().Info("the seed certificate folder holds no ca.crt: the deploy image's own trust store must trust the seed server's certificate, or its install reports fail", "seedCertDir", f.seedCertDir)
 		}
 	}
 	listen := func() (net.Listener, error) { return net.Listen("tcp", f.seedAddr) }

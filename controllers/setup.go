@@ -110,8 +110,8 @@ type Options struct {
 // its credentials changed; and the seed server's, of seed-typed Secrets only). RBAC cannot
 // narrow list/watch to metadata: a Secret's data is never cached. create/delete: the seed
 // Secret of each RedfishMachine, in its namespace (anywhere a RedfishMachine may be).
-// patch: the finalizer a host puts on its labelled credentials Secret. No update, no
-// deletecollection.
+// patch: the finalizer a host puts on its labelled credentials Secret, and the deploy script's
+// install report the seed server records in a seed Secret. No update, no deletecollection.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;delete;patch
 // Events about our objects (both APIs: CAPI's recorder and controller-runtime's).
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch

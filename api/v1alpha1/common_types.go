@@ -74,7 +74,8 @@ type Image struct {
 	//     is the signal to boot from disk.
 	//   - live-iso: an image that runs from RAM. It is booted from virtual media (or the network)
 	//     and keeps nothing across a reboot: see the README.
-	// Omitted, it is read from the URL's extension (.raw/.img, .qcow2/.qcow, .iso: live-iso);
+	// Omitted, it is read from the URL's extension (.raw, .qcow2/.qcow, .iso: live-iso; .img
+	// says nothing: image-builder's raw output and the distributions' qcow2 cloud images share it);
 	// an URL whose extension says nothing, or says another format, is refused at admission.
 	// +optional
 	// +kubebuilder:validation:Enum=raw;qcow2;iso;live-iso
@@ -141,7 +142,8 @@ func (i *Image) EffectiveFormat() ImageFormat {
 }
 
 // FormatOfURL is the format an image URL's file extension names ("" when none does). A
-// compressed image (.gz, .xz, .zst) names none: it would be written compressed.
+// compressed image (.gz, .xz, .zst) names none: it would be written compressed. Nor does .img:
+// image-builder's raw output and the distributions' qcow2 cloud images both use it.
 func FormatOfURL(u string) ImageFormat {
 	path := u
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
@@ -149,7 +151,7 @@ func FormatOfURL(u string) ImageFormat {
 	}
 	path = strings.ToLower(path)
 	switch {
-	case strings.HasSuffix(path, ".raw"), strings.HasSuffix(path, ".img"):
+	case strings.HasSuffix(path, ".raw"):
 		return ImageFormatRaw
 	case strings.HasSuffix(path, ".qcow2"), strings.HasSuffix(path, ".qcow"):
 		return ImageFormatQCOW2

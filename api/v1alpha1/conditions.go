@@ -101,6 +101,9 @@ const (
 	// ChecksumMismatchReason: the image downloaded does not have the checksum the machine gave;
 	// the drive was wiped and is never booted.
 	ChecksumMismatchReason = "ChecksumMismatch"
+	// ImageFormatMismatchReason: the image downloaded is not in the machine's format (a qcow2 or
+	// compressed file said raw, a qcow2 with a backing file); nothing was written.
+	ImageFormatMismatchReason = "ImageFormatMismatch"
 	// InstallFailedReason: the deploy image reported a failure (download, write, no such drive).
 	InstallFailedReason = "InstallFailed"
 	// InstallTimedOutReason: no report came within the install timeout.

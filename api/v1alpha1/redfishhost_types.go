@@ -254,6 +254,10 @@ type InstallStatus struct {
 	// before it was sent.
 	// +optional
 	BootIssuedAt *metav1.Time `json:"bootIssuedAt,omitempty"`
+	// powerOnSentAt is when the power-on into it was recorded, before it was sent: it is sent
+	// once. A host still off long after it (or off again before it was seen on) ended its run.
+	// +optional
+	PowerOnSentAt *metav1.Time `json:"powerOnSentAt,omitempty"`
 	// sawPowerOn is set once the host was seen on after that boot: a power-off then ends the
 	// installation (a self-installing ISO's signal; a deploy image reports before it).
 	// +optional

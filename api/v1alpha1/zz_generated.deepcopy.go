@@ -228,6 +228,10 @@ func (in *InstallStatus) DeepCopyInto(out *InstallStatus) {
 		in, out := &in.BootIssuedAt, &out.BootIssuedAt
 		*out = (*in).DeepCopy()
 	}
+	if in.PowerOnSentAt != nil {
+		in, out := &in.PowerOnSentAt, &out.PowerOnSentAt
+		*out = (*in).DeepCopy()
+	}
 	if in.FinishedAt != nil {
 		in, out := &in.FinishedAt, &out.FinishedAt
 		*out = (*in).DeepCopy()

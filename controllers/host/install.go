@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,25 +50,58 @@ func (r *Reconciler) install(ctx context.Context, s *scope, sec *corev1.Secret) 
 	if report := sec.Data[seed.KeyInstallReport]; len(report) > 0 && format.DiskImage() {
 		return r.installReported(ctx, s, report)
 	}
-	if s.power == bmc.PowerOff && in.SawPowerOn {
-		if format == infrav1.ImageFormatISO {
+	if in.PowerOnSentAt == nil {
+		// The boot was recorded by a round that stopped before its power-on: sent now, once.
+		if s.power != bmc.PowerOff {
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil // on already: its run is followed
+		}
+		return r.installPowerOn(ctx, s)
+	}
+	if s.power == bmc.PowerOff {
+		switch {
+		case in.SawPowerOn && format == infrav1.ImageFormatISO:
 			// The installer powered the host off: its install ended.
 			r.finishInstall(h, infrav1.InstallPhaseInstalled, infrav1.InstalledReason, "the installer wrote the drive and powered the host off")
 			return ctrl.Result{}, nil
+		case in.SawPowerOn:
+			r.finishInstall(h, infrav1.InstallPhaseFailed, infrav1.InstallFailedReason,
+				"the deploy image powered the host off without reporting an outcome (read the host's console); the drive is not booted")
+			return ctrl.Result{}, nil
+		case r.now().Sub(in.PowerOnSentAt.Time) > installPowerOnGrace:
+			// Never seen on: it did not come on, or ran and went off between two looks. The
+			// power-on is not sent again (a second run of an installer is no one's decision).
+			r.finishInstall(h, infrav1.InstallPhaseFailed, infrav1.InstallFailedReason, fmt.Sprintf(
+				"the host was not seen on within %s of the power-on into the %s, and is off; it is not powered on again", installPowerOnGrace, installerName(format)))
+			return ctrl.Result{}, nil
 		}
-		r.finishInstall(h, infrav1.InstallPhaseFailed, infrav1.InstallFailedReason,
-			"the deploy image powered the host off without reporting an outcome (read the host's console); the drive is not booted")
-		return ctrl.Result{}, nil
 	}
 	if r.now().Sub(in.BootIssuedAt.Time) > r.InstallTimeout {
 		r.finishInstall(h, infrav1.InstallPhaseFailed, infrav1.InstallTimedOutReason,
 			fmt.Sprintf("no outcome within %s of the boot into the %s; the drive is not booted", r.InstallTimeout, installerName(format)))
 		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	}
-	if s.power == bmc.PowerOff && !in.SawPowerOn {
-		return r.powerOnOnce(ctx, s) // the boot recorded, the power-on not seen landing yet
-	}
 	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+}
+
+// installPowerOnGrace is how long a host may read off after the power-on into an installer was
+// sent before its run is taken as ended without it.
+const installPowerOnGrace = 3 * time.Minute
+
+// installPowerOn records the power-on into the installer, then sends it: once. A refusal (the
+// BMC busy, a 4xx, not sent) did nothing, so it is sent again next round.
+func (r *Reconciler) installPowerOn(ctx context.Context, s *scope) (ctrl.Result, error) {
+	in := s.host.Status.Install
+	now := metav1.NewTime(r.now())
+	in.PowerOnSentAt = &now
+	if err := s.store(); err != nil {
+		return ctrl.Result{}, err // not known to be stored: not sent
+	}
+	err := r.reset(ctx, s, bmc.ResetOn)
+	if errors.Is(err, bmc.ErrConflict) || errors.Is(err, bmc.ErrRefused) || errors.Is(err, bmc.ErrNotSent) {
+		in.PowerOnSentAt = nil
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
+	return ctrl.Result{RequeueAfter: r.PollInterval}, err
 }
 
 // bootInstaller attaches the deploy image (or the self-installing ISO) with its seed volume and
@@ -94,7 +128,10 @@ func (r *Reconciler) bootInstaller(ctx context.Context, s *scope, sec *corev1.Se
 	}
 	err := s.bmc.InsertMedia(ctx, image, volume)
 	if err == nil {
-		err = s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootCd})
+		// The deploy image stays the boot target until the drive is booted on purpose: a reboot
+		// meanwhile (a panic, a watchdog, a power cycle at the PDU) runs it again, never the
+		// half-written drive. A self-installing ISO boots once: installers reboot into the drive.
+		err = s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootCd, Continuous: format.DiskImage()})
 	}
 	switch {
 	case errors.Is(err, bmc.ErrNoSeedSlot):
@@ -120,7 +157,7 @@ func (r *Reconciler) bootInstaller(ctx context.Context, s *scope, sec *corev1.Se
 	if wanted, err := r.bootStillWanted(ctx, h); err != nil || !wanted {
 		return ctrl.Result{RequeueAfter: r.PollInterval}, err
 	}
-	return r.powerOnOnce(ctx, s)
+	return r.installPowerOn(ctx, s)
 }
 
 // installReported records the deploy script's report: Installed when it wrote the drive and the
@@ -128,9 +165,15 @@ func (r *Reconciler) bootInstaller(ctx context.Context, s *scope, sec *corev1.Se
 func (r *Reconciler) installReported(ctx context.Context, s *scope, data []byte) (ctrl.Result, error) {
 	h, c := s.host, s.host.Status.Claim
 	rep, err := install.ParseReport(data)
+	received, terr := time.Parse(time.RFC3339Nano, rep.ReceivedAt)
 	switch {
 	case err != nil:
 		r.finishInstall(h, infrav1.InstallPhaseFailed, infrav1.InstallFailedReason, err.Error())
+	case terr != nil || received.Before(h.Status.Install.BootIssuedAt.Add(-time.Second)):
+		// Not this boot's (a token read off the BMC by someone, a clock gone wrong): the drive's
+		// content is unknown, so it is not booted.
+		r.finishInstall(h, infrav1.InstallPhaseFailed, infrav1.InstallFailedReason, fmt.Sprintf(
+			"an install report came before the deploy image was booted (received %q); the drive is not booted", rep.ReceivedAt))
 	case !rep.OK && rep.Reason == infrav1.ChecksumMismatchReason && install.ValidDigest(rep.Checksum, checksumType(c.Image)):
 		// Said from the digests (not secrets), which a redaction of the script's text would hide.
 		want := "the one its checksum file gives"
@@ -142,15 +185,15 @@ func (r *Reconciler) installReported(ctx context.Context, s *scope, data []byte)
 			imageFile(c.Image.URL), checksumType(c.Image), strings.ToLower(rep.Checksum), want))
 	case !rep.OK:
 		reason := rep.Reason
-		if reason != infrav1.ChecksumMismatchReason {
+		if reason != infrav1.ChecksumMismatchReason && reason != infrav1.ImageFormatMismatchReason {
 			reason = infrav1.InstallFailedReason
 		}
 		r.finishInstall(h, infrav1.InstallPhaseFailed, reason, bmc.Redact(fmt.Sprintf("the deploy image reports: %s; the drive is not booted", rep.Message)))
-	case !install.IsChecksumURL(c.Image.Checksum) && !equalFoldHex(rep.Checksum, c.Image.Checksum):
+	case !install.ValidDigest(rep.Checksum, checksumType(c.Image)) || (!install.IsChecksumURL(c.Image.Checksum) && !equalFoldHex(rep.Checksum, c.Image.Checksum)):
 		r.finishInstall(h, infrav1.InstallPhaseFailed, infrav1.ChecksumMismatchReason,
-			fmt.Sprintf("the deploy image reports checksum %q written, not the machine's %s", rep.Checksum, c.Image.Checksum))
+			fmt.Sprintf("the deploy image reports checksum %.130q written, not the machine's %s", rep.Checksum, c.Image.Checksum))
 	default:
-		h.Status.Install.SizeBytes, h.Status.Install.Checksum = rep.SizeBytes, rep.Checksum
+		h.Status.Install.SizeBytes, h.Status.Install.Checksum = rep.SizeBytes, strings.ToLower(rep.Checksum)
 		r.finishInstall(h, infrav1.InstallPhaseInstalled, infrav1.InstalledReason,
 			fmt.Sprintf("%d bytes written to %s, %s verified", rep.SizeBytes, bmc.Redact(rep.Device), checksumType(c.Image)))
 	}

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
@@ -34,13 +36,21 @@ func diskClaim(format infrav1.ImageFormat) func(*infrav1.RedfishHost) {
 func installing(sawOn bool, since time.Duration) func(*infrav1.RedfishHost) {
 	return func(h *infrav1.RedfishHost) {
 		at := metav1.NewTime(time.Now().Add(-since))
-		h.Status.Install = &infrav1.InstallStatus{Phase: infrav1.InstallPhaseInstalling, BootIssuedAt: &at, SawPowerOn: sawOn}
+		h.Status.Install = &infrav1.InstallStatus{Phase: infrav1.InstallPhaseInstalling, BootIssuedAt: &at, PowerOnSentAt: &at, SawPowerOn: sawOn}
 	}
 }
 
+// received is a report's receivedAt, as the seed server sets it: now.
+func received() string { return `,"receivedAt":"` + time.Now().UTC().Format(time.RFC3339Nano) + `"` }
+
 // installRound runs one reconcile of a host installing to disk: report is the seed Secret's
 // install report ("" for none). It returns the host after the round and the BMC calls.
-func installRound(t *testing.T, h *infrav1.RedfishHost, power bmc.PowerState, report, deployImage string) (*infrav1.RedfishHost, []string, ctrl.Result) {
+func installRound(t *testing.T, h *infrav1.RedfishHost, power bmc.PowerState, report, deployImage string, wrap ...func(client.Client) client.Client) (*infrav1.RedfishHost, []string, ctrl.Result) {
+	t.Helper()
+	return installRoundWith(t, h, &fakeBMC{power: power}, report, deployImage, wrap...)
+}
+
+func installRoundWith(t *testing.T, h *infrav1.RedfishHost, f *fakeBMC, report, deployImage string, wrap ...func(client.Client) client.Client) (*infrav1.RedfishHost, []string, ctrl.Result) {
 	t.Helper()
 	c := newFakeClient(t, h, nil)
 	if report != "" {
@@ -54,8 +64,11 @@ func installRound(t *testing.T, h *infrav1.RedfishHost, power bmc.PowerState, re
 			t.Fatal(err)
 		}
 	}
-	f := &fakeBMC{power: power}
-	r := &Reconciler{Client: c, APIReader: c, BMCs: fakeBMCs{bmc: f}, SeedBaseURL: "http://seed.example", DeployImageURL: deployImage,
+	var rc client.Client = c
+	for _, w := range wrap {
+		rc = w(c)
+	}
+	r := &Reconciler{Client: rc, APIReader: c, BMCs: fakeBMCs{bmc: f}, SeedBaseURL: "http://seed.example", DeployImageURL: deployImage,
 		PollInterval: 2 * time.Second, RetryInterval: 30 * time.Second, CheckInterval: time.Minute, InstallTimeout: 10 * time.Minute,
 		OrphanGracePeriod: 2 * time.Minute, RestoreGracePeriod: 2 * time.Minute}
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)})
@@ -89,6 +102,7 @@ func TestAnInstallToDiskIsBootedOnceAndItsDriveOnlyOnceVerified(t *testing.T) {
 		power     bmc.PowerState
 		report    string
 		noDeploy  bool
+		insertErr error
 		calls     []string
 		phase     infrav1.InstallPhase // "" for no install status
 		condition string               // ImageInstalled Status/Reason
@@ -96,7 +110,7 @@ func TestAnInstallToDiskIsBootedOnceAndItsDriveOnlyOnceVerified(t *testing.T) {
 	}{
 		{name: "a raw image: the deploy image and its volume attached, the boot recorded, then the power-on",
 			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw)}, power: bmc.PowerOff,
-			calls: []string{"InsertMedia(deploy-live.iso,deploy.iso)", "SetBootOverride(Cd)", "Reset(On)"}, phase: infrav1.InstallPhaseInstalling,
+			calls: []string{"InsertMedia(deploy-live.iso,deploy.iso)", "SetBootOverride(Cd,Continuous)", "Reset(On)"}, phase: infrav1.InstallPhaseInstalling,
 			condition: "False/Installing", message: "Disk1 (wwn 5002538e00000001)"},
 		{name: "a self-installing ISO: the image itself and the claim's seed volume",
 			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatISO)}, power: bmc.PowerOff,
@@ -107,24 +121,37 @@ func TestAnInstallToDiskIsBootedOnceAndItsDriveOnlyOnceVerified(t *testing.T) {
 		{name: "installing and on (the power-on's answer lost): nothing sent again",
 			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(false, time.Second)}, power: bmc.PowerOn,
 			phase: infrav1.InstallPhaseInstalling},
-		{name: "installing, the power-on not seen landing yet: the one power-on",
+		{name: "installing, the power-on sent and not seen landing yet: not sent again",
 			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(false, time.Second)}, power: bmc.PowerOff,
-			calls: []string{"Reset(On)"}, phase: infrav1.InstallPhaseInstalling},
+			phase: infrav1.InstallPhaseInstalling},
+		{name: "the boot recorded by a round that stopped before its power-on: the one power-on",
+			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(false, time.Second), func(h *infrav1.RedfishHost) { h.Status.Install.PowerOnSentAt = nil }},
+			power: bmc.PowerOff, calls: []string{"Reset(On)"}, phase: infrav1.InstallPhaseInstalling},
+		{name: "off, never seen on, long after its power-on: failed, not powered on again",
+			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(false, 5*time.Minute)}, power: bmc.PowerOff,
+			phase: infrav1.InstallPhaseFailed, condition: "False/InstallFailed", message: "not powered on again"},
+		{name: "a report received before the deploy image was booted: failed, the drive never booted",
+			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(true, time.Minute)}, power: bmc.PowerOff,
+			report: `{"ok":true,"sizeBytes":1,"checksum":"` + digest + `","receivedAt":"` + time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano) + `"}`,
+			phase:  infrav1.InstallPhaseFailed, condition: "False/InstallFailed", message: "came before the deploy image was booted"},
+		{name: "on a single-slot BMC: said, nothing booted",
+			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw)}, power: bmc.PowerOff, insertErr: bmc.ErrNoSeedSlot,
+			calls: []string{"InsertMedia(deploy-live.iso,deploy.iso)"}, condition: "False/NoSeedMediaSlot", message: "single virtual media device"},
 		{name: "written, the machine's digest reported: installed, nothing sent this round",
 			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(true, time.Minute)}, power: bmc.PowerOff,
-			report: `{"ok":true,"device":"/dev/sdb (wwn 5002538e00000001)","sizeBytes":1234,"checksum":"` + strings.ToUpper(digest) + `"}`,
+			report: `{"ok":true,"device":"/dev/sdb (wwn 5002538e00000001)","sizeBytes":1234,"checksum":"` + strings.ToUpper(digest) + `"` + received() + `}`,
 			phase:  infrav1.InstallPhaseInstalled, condition: "True/Installed", message: "1234 bytes written to /dev/sdb"},
 		{name: "written, another digest reported: failed, forced off",
 			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(true, time.Minute)}, power: bmc.PowerOn,
-			report: `{"ok":true,"sizeBytes":1234,"checksum":"` + strings.Repeat("0", 64) + `"}`,
+			report: `{"ok":true,"sizeBytes":1234,"checksum":"` + strings.Repeat("0", 64) + `"` + received() + `}`,
 			calls:  []string{"Reset(ForceOff)"}, phase: infrav1.InstallPhaseFailed, condition: "False/ChecksumMismatch", message: "not the machine's " + digest},
 		{name: "a mismatch reported: both digests said, the drive never booted",
 			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(true, time.Minute)}, power: bmc.PowerOff,
-			report: `{"ok":false,"reason":"ChecksumMismatch","message":"node.raw has sha256sum REDACTED","checksum":"` + strings.Repeat("ab", 32) + `"}`,
+			report: `{"ok":false,"reason":"ChecksumMismatch","message":"node.raw has sha256sum REDACTED","checksum":"` + strings.Repeat("ab", 32) + `"` + received() + `}`,
 			phase:  infrav1.InstallPhaseFailed, condition: "False/ChecksumMismatch", message: "node.raw downloaded by the deploy image has sha256 " + strings.Repeat("ab", 32) + ", not " + digest},
 		{name: "a failure reported: its words, redacted",
 			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(true, time.Minute)}, power: bmc.PowerOff,
-			report: `{"ok":false,"reason":"InstallFailed","message":"curl: (22) https://u:s3cret@images.example/node.raw 404"}`,
+			report: `{"ok":false,"reason":"InstallFailed","message":"curl: (22) https://u:s3cret@images.example/node.raw 404"` + received() + `}`,
 			phase:  infrav1.InstallPhaseFailed, condition: "False/InstallFailed", message: "https://REDACTED@images.example"},
 		{name: "off after it was seen on, no report: failed, never booted",
 			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(true, time.Minute)}, power: bmc.PowerOff,
@@ -150,7 +177,11 @@ func TestAnInstallToDiskIsBootedOnceAndItsDriveOnlyOnceVerified(t *testing.T) {
 			if tc.noDeploy {
 				image = ""
 			}
-			got, calls, _ := installRound(t, newHost(tc.host...), tc.power, tc.report, image)
+			f := &fakeBMC{power: tc.power}
+			if tc.insertErr != nil {
+				f.errs = map[string]error{"InsertMedia": tc.insertErr}
+			}
+			got, calls, _ := installRoundWith(t, newHost(tc.host...), f, tc.report, image)
 			if !slices.Equal(calls, tc.calls) {
 				t.Errorf("BMC calls %v, want %v", calls, tc.calls)
 			}
@@ -173,5 +204,44 @@ func TestAnInstallToDiskIsBootedOnceAndItsDriveOnlyOnceVerified(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The boot into the deploy image is stored before its power-on is sent: a write that fails
+// sends nothing.
+func TestNoPowerOnIntoTheDeployImageWhoseBootWasNotStored(t *testing.T) {
+	failWrites := func(c client.Client) client.Client {
+		return interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+			SubResourcePatch: func(context.Context, client.Client, string, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
+				return errors.New("the API server is unreachable")
+			},
+		})
+	}
+	f := &fakeBMC{power: bmc.PowerOff}
+	h := newHost(diskClaim(infrav1.ImageFormatRaw))
+	cl := newFakeClient(t, h, nil)
+	r := &Reconciler{Client: failWrites(cl), APIReader: cl, BMCs: fakeBMCs{bmc: f}, SeedBaseURL: "http://seed.example", DeployImageURL: "https://images.example/deploy.iso",
+		PollInterval: 2 * time.Second, RetryInterval: 30 * time.Second, CheckInterval: time.Minute, InstallTimeout: 10 * time.Minute,
+		OrphanGracePeriod: 2 * time.Minute, RestoreGracePeriod: 2 * time.Minute}
+	_, _ = r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)})
+	if slices.Contains(f.calls, "Reset(On)") {
+		t.Errorf("BMC calls %v: a power-on was sent for a boot that was not stored", f.calls)
+	}
+}
+
+// A failed install's deploy image and its Continuous boot override leave with the release.
+func TestAReleasedFailedInstallTakesTheDeployImageAndItsOverrideAlong(t *testing.T) {
+	h := newHost(diskClaim(infrav1.ImageFormatRaw), installing(true, time.Minute), func(h *infrav1.RedfishHost) {
+		h.Status.Install.Phase = infrav1.InstallPhaseFailed
+		h.Status.State = infrav1.HostStateDeprovisioning
+		h.Status.Claim.Release = true
+	})
+	got, calls, _ := installRound(t, h, bmc.PowerOff, "", "https://images.example/deploy-live.iso")
+	want := []string{"EjectMedia(/v1/ns/m1/)", "EjectMedia(https://images.example/deploy-live.iso)", "SetBootOverride(None)"}
+	if len(calls) < 3 || !slices.Equal(calls[:3], want) {
+		t.Errorf("BMC calls %v, want first %v", calls, want)
+	}
+	if got.Status.Install != nil {
+		t.Errorf("install %+v left on a released host", got.Status.Install)
 	}
 }

@@ -592,6 +592,16 @@ func (r *Reconciler) deprovision(ctx context.Context, s *scope) (ctrl.Result, er
 	if err := s.bmc.EjectMedia(ctx, r.seedMediaMatch(h)); err != nil {
 		return ctrl.Result{}, err
 	}
+	if in := h.Status.Install; in != nil && !installed(h) && r.DeployImageURL != "" {
+		// An install that did not end (failed, aborted): the deploy image leaves, and the
+		// Continuous boot override to it with it, before anything else powers the host on.
+		if err := s.bmc.EjectMedia(ctx, r.DeployImageURL); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootNone}); err != nil {
+			return ctrl.Result{RequeueAfter: r.PollInterval}, ignoreConflict(err)
+		}
+	}
 	h.Status.BootIssuedAt, h.Status.SoftPowerOffSentAt, h.Status.Install = nil, nil, nil
 	// Cleaning is skipped only when the claim says so: a claim that is missing fails closed.
 	if c := h.Status.Claim; c == nil || c.AutomatedCleaningMode != infrav1.CleaningModeDisabled {

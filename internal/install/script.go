@@ -44,6 +44,9 @@ type Report struct {
 	SizeBytes int64 `json:"sizeBytes,omitempty"`
 	// Checksum is the digest computed while the image streamed.
 	Checksum string `json:"checksum,omitempty"`
+	// ReceivedAt is when the seed server received the report (RFC 3339), set by it: a report
+	// older than the boot into the deploy image is not that boot's.
+	ReceivedAt string `json:"receivedAt,omitempty"`
 }
 
 // ParseReport reads a report as the seed server received it.
@@ -107,7 +110,7 @@ func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + 
 
 var script = template.Must(template.New("deploy").Parse(`#!/bin/bash
 # Written by cluster-api-provider-redfish for one claim: downloads a disk image, verifies its
-# checksum while it streams, writes it to the drive chosen by serial number or WWN, reports the
+# checksum while it streams, writes it to the drive chosen by WWN or serial number, reports the
 # outcome to the seed server and powers off. A failure wipes the drive's start and reports why:
 # the provider never boots a drive it did not see reported written and verified.
 set -Eeuo pipefail
@@ -136,9 +139,18 @@ dev=''
 label=''
 
 json() { printf '%s' "$1" | tr -d '\000-\037' | sed 's/\\/\\\\/g; s/"/\\"/g'; }
+# The report is retried for half an hour (a manager restarting, a leader changing), then the host
+# powers off all the same: the provider reads a power-off without a report as a failure.
 report() {
-  curl "${report_opts[@]}" --retry 10 --retry-delay 3 --retry-all-errors --max-time 60 \
-    -X POST -H 'Content-Type: application/json' --data-binary "$1" "$report_url" > /dev/null
+  local i
+  for i in $(seq 1 120); do
+    if curl "${report_opts[@]}" --max-time 60 -X POST -H 'Content-Type: application/json' \
+      --data-binary "$1" "$report_url" > /dev/null; then
+      return 0
+    fi
+    sleep 15
+  done
+  return 1
 }
 wipe() {
   if [ -n "$dev" ]; then
@@ -150,26 +162,43 @@ fail() {
   trap - ERR
   wipe
   report "{\"ok\":false,\"reason\":\"$1\",\"message\":\"$(json "$2")\",\"device\":\"$(json "$label")\",\"checksum\":\"$(json "${3:-}")\"}" || true
-  poweroff
+  poweroff || true
   exit 1
 }
-trap 'fail InstallFailed "command failed (line $LINENO, exit status $?)"' ERR
+# A stage of a pipeline that refuses what it reads leaves its reason in $work/reason.
+on_error() {
+  trap - ERR
+  if [ -s "$work/reason" ]; then
+    fail "$(head -n 1 "$work/reason")" "$(tail -n +2 "$work/reason")"
+  fi
+  fail InstallFailed "command failed (line $1, exit status $2)"
+}
+trap 'on_error $LINENO $?' ERR
 
-# The drive: by WWN when the BMC reported one, else by serial number; exactly one must match.
-matches=()
+# The drive: by WWN when the BMC reported one and a drive shows it (lsblk prints 0x…, naa.…,
+# eui.…), else by serial number; exactly one must match.
+norm() {
+  local w
+  w=$(printf '%b' "$1" | tr 'A-Z' 'a-z')
+  w=${w#0x} w=${w#naa.} w=${w#eui.} w=${w#nguid.}
+  printf '%s' "$w"
+}
+trim() { local v; v=$(printf '%b' "$1"); v=${v#"${v%%[![:space:]]*}"}; printf '%s' "${v%"${v##*[![:space:]]}"}"; }
+by_wwn=()
+by_serial=()
 while IFS= read -r line; do
   [[ $line =~ NAME=\"([^\"]*)\"\ TYPE=\"([^\"]*)\"\ SERIAL=\"([^\"]*)\"\ WWN=\"([^\"]*)\" ]] || continue
-  name=${BASH_REMATCH[1]} type=${BASH_REMATCH[2]}
-  dserial=$(printf '%b' "${BASH_REMATCH[3]}") dwwn=$(printf '%b' "${BASH_REMATCH[4]}" | tr 'A-Z' 'a-z')
-  dwwn=${dwwn#0x}
+  name=${BASH_REMATCH[1]} type=${BASH_REMATCH[2]} dserial=${BASH_REMATCH[3]} dwwn=${BASH_REMATCH[4]}
   [ "$type" = disk ] || continue
-  if [ -n "$wwn" ]; then
-    [ "$dwwn" = "$wwn" ] && matches+=("$name")
-  elif [ "$dserial" = "$serial" ]; then
-    matches+=("$name")
-  fi
+  if [ -n "$wwn" ] && [ "$(norm "$dwwn")" = "$wwn" ]; then by_wwn+=("$name"); fi
+  if [ -n "$serial" ] && [ "$(trim "$dserial")" = "$serial" ]; then by_serial+=("$name"); fi
 done < <(lsblk --nodeps --noheadings --bytes --paths --pairs --output NAME,TYPE,SERIAL,WWN)
-if [ -n "$wwn" ]; then label="wwn $wwn"; else label="serial $serial"; fi
+if [ ${#by_wwn[@]} -gt 0 ]; then
+  matches=("${by_wwn[@]}") label="wwn $wwn"
+else
+  matches=("${by_serial[@]}") label="serial $serial"
+  [ -n "$wwn" ] && label="wwn $wwn or serial $serial"
+fi
 case ${#matches[@]} in
   1) dev=${matches[0]}; label="$dev ($label)" ;;
   0) fail InstallFailed "no drive with $label" ;;
@@ -179,14 +208,50 @@ esac
 file=${image_url%%[?#]*}
 file=${file##*/}
 if [ -n "$checksum_url" ]; then
-  want=$(curl "${curl_opts[@]}" "$checksum_url" | awk -v f="$file" '
+  # GNU (hash  name, hash *name) and BSD (SHA256 (name) = hash) lines, CRLF or not; a file of a
+  # single hash stands for the image.
+  curl "${curl_opts[@]}" -o "$work/sums" "$checksum_url"
+  want=$(awk -v f="$file" '
+    { sub(/\r$/, "") }
+    /^[A-Za-z0-9-]+ \(.*\) = [0-9A-Fa-f]+$/ {
+      n = $0; sub(/^[^(]*\(/, "", n); sub(/\) = [0-9A-Fa-f]+$/, "", n)
+      if (n == f) { print $NF; found = 1; exit }
+      next
+    }
     { n = $2; sub(/^\*/, "", n); sub(/^\.\//, "", n) }
     n == f { print $1; found = 1; exit }
     NR == 1 && NF == 1 { only = $1 }
-    END { if (!found && NR == 1 && only != "") print only }')
+    END { if (!found && NR == 1 && only != "") print only }' "$work/sums")
   [ -n "$want" ] || fail ChecksumMismatch "the checksum file names no $file"
   want=$(printf '%s' "$want" | tr 'A-F' 'a-f')
 fi
+
+# checked passes the download through once its first bytes are those of a $format image: a
+# compressed file or a qcow2 written as raw would be verified (its checksum is the file's) and
+# then never boot.
+checked() {
+  trap - ERR
+  dd bs=512 count=1 iflag=fullblock status=none > "$work/head" || true
+  local magic
+  magic=$(od -An -tx1 -N6 "$work/head" | tr -d ' \n')
+  local what=''
+  case "$magic" in
+    514649fb*) what=qcow2 ;;
+    1f8b*) what=gzip ;;
+    fd377a585a00) what=xz ;;
+    28b52ffd*) what=zstd ;;
+    425a68*) what=bzip2 ;;
+  esac
+  if [ "$format" = qcow2 ] && [ "$what" != qcow2 ]; then
+    printf 'ImageFormatMismatch\n%s is not a qcow2 image (it starts with %s)\n' "$file" "${what:-$magic}" > "$work/reason"
+    exit 3
+  fi
+  if [ "$format" = raw ] && [ -n "$what" ]; then
+    printf 'ImageFormatMismatch\n%s is a %s file, not a raw disk image: set the format it has (qcow2), or decompress it\n' "$file" "$what" > "$work/reason"
+    exit 3
+  fi
+  cat "$work/head" -
+}
 
 # One pass over the download: the digest and the size are computed from the bytes written.
 mkfifo "$work/sum.in" "$work/size.in"
@@ -195,10 +260,10 @@ sum_pid=$!
 wc -c < "$work/size.in" > "$work/size" &
 size_pid=$!
 if [ "$format" = raw ]; then
-  curl "${curl_opts[@]}" "$image_url" | tee "$work/sum.in" "$work/size.in" |
+  curl "${curl_opts[@]}" "$image_url" | checked | tee "$work/sum.in" "$work/size.in" |
     dd of="$dev" bs=4M iflag=fullblock conv=notrunc,fsync status=none
 else
-  curl "${curl_opts[@]}" "$image_url" | tee "$work/sum.in" "$work/size.in" > "$work/image"
+  curl "${curl_opts[@]}" "$image_url" | checked | tee "$work/sum.in" "$work/size.in" > "$work/image"
 fi
 wait "$sum_pid" "$size_pid"
 got=$(cut -d' ' -f1 < "$work/sum")
@@ -207,10 +272,16 @@ if [ "$got" != "$want" ]; then
   fail ChecksumMismatch "$file has {{.tool}} $got, not $want" "$got"
 fi
 if [ "$format" = qcow2 ]; then
+  qemu-img info -f qcow2 --output=json "$work/image" > "$work/info"
+  if grep -q -e '"backing-filename"' -e '"data-file"' "$work/info"; then
+    fail ImageFormatMismatch "$file names a backing or data file: only a self-contained qcow2 image is written"
+  fi
   qemu-img convert -n -f qcow2 -O raw "$work/image" "$dev"
   rm -f "$work/image"
 fi
 sync
+# Written and verified: nothing after this may wipe the drive.
+trap - ERR
 report "{\"ok\":true,\"device\":\"$(json "$label")\",\"sizeBytes\":$size,\"checksum\":\"$got\"}" || true
-poweroff
+poweroff || true
 `))

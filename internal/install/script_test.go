@@ -30,12 +30,15 @@ const diskSize = 16 << 20
 // file-backed drives.
 type bench struct {
 	t       *testing.T
-	srv     *httptest.Server
+	srv     *httptest.Server // images and checksum files
+	reports *httptest.Server // the seed server's report endpoint: a certificate of its own
 	ca      []byte
+	seedCA  []byte
+	opts    simdisk.Options
 	raw     []byte
 	files   map[string][]byte
 	mu      sync.Mutex
-	reports [][]byte
+	got     [][]byte
 	drives  []simdisk.Drive
 }
 
@@ -62,14 +65,20 @@ func newBench(t *testing.T) *bench {
 	}
 	b.files["/node.raw"], b.files["/node.qcow2"] = b.raw, qcow
 	b.files["/SHA256SUMS"] = []byte(sum256(qcow) + "  other.raw\n" + sum256(b.raw) + " *node.raw\n")
-	b.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.URL.Path == "/report" {
-			body, _ := io.ReadAll(r.Body)
-			b.mu.Lock()
-			b.reports = append(b.reports, body)
-			b.mu.Unlock()
+	b.files["/CHECKSUM"] = []byte("SHA256 (other.raw) = " + sum256(qcow) + "\r\nSHA256 (node.raw) = " + sum256(b.raw) + "\r\n")
+	b.reports = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/report" {
+			http.NotFound(w, r)
 			return
 		}
+		body, _ := io.ReadAll(r.Body)
+		b.mu.Lock()
+		b.got = append(b.got, body)
+		b.mu.Unlock()
+	}))
+	t.Cleanup(b.reports.Close)
+	b.seedCA = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: b.reports.Certificate().Raw})
+	b.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		data, ok := b.files[r.URL.Path]
 		if !ok {
 			http.NotFound(w, r)
@@ -98,7 +107,7 @@ func (b *bench) params(image string, format infrav1.ImageFormat, checksum string
 	return install.Params{
 		ImageURL: b.srv.URL + image, Format: format, Checksum: checksum, ChecksumType: infrav1.ChecksumSHA256,
 		Device:    infrav1.RootDevice{Name: "Disk1", SerialNumber: "S4SIM-1"},
-		ReportURL: b.srv.URL + "/report", CABundle: b.ca, ReportCABundle: b.ca,
+		ReportURL: b.reports.URL + "/report", CABundle: b.ca, ReportCABundle: b.seedCA,
 	}
 }
 
@@ -111,17 +120,17 @@ func (b *bench) run(p install.Params) (install.Report, simdisk.Result, [][]byte)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	res, _ := simdisk.Run(ctx, script, b.drives)
+	res, _ := simdisk.RunWith(ctx, script, b.drives, b.opts)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.reports) != 1 {
-		b.t.Fatalf("reports sent: %d, want 1; console:\n%s", len(b.reports), res.Output)
+	if len(b.got) != 1 {
+		b.t.Fatalf("reports sent: %d, want 1; console:\n%s", len(b.got), res.Output)
 	}
-	rep, err := install.ParseReport(b.reports[0])
+	rep, err := install.ParseReport(b.got[0])
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	b.reports = nil
+	b.got = nil
 	var disks [][]byte
 	for _, d := range b.drives {
 		data, err := os.ReadFile(d.Path)
@@ -149,6 +158,7 @@ func TestTheDeployScriptWritesTheImageToTheHintedDriveOnly(t *testing.T) {
 		{name: "raw with a sha256 digest", image: "/node.raw", format: infrav1.ImageFormatRaw, checksum: sum256(b.raw)},
 		{name: "qcow2, converted by qemu-img", image: "/node.qcow2", format: infrav1.ImageFormatQCOW2, checksum: sum256(b.files["/node.qcow2"])},
 		{name: "raw with a checksum file", image: "/node.raw", format: infrav1.ImageFormatRaw, checksum: b.srv.URL + "/SHA256SUMS"},
+		{name: "raw with a BSD-style checksum file, CRLF", image: "/node.raw", format: infrav1.ImageFormatRaw, checksum: b.srv.URL + "/CHECKSUM"},
 		{name: "raw with a sha512 digest", image: "/node.raw", format: infrav1.ImageFormatRaw, sha512: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -207,6 +217,21 @@ func TestAMismatchingImageIsWipedAndReportedNeverLeftToBoot(t *testing.T) {
 
 func TestTheDriveIsFoundByWWNBeforeSerialAndNeverGuessed(t *testing.T) {
 	b := newBench(t)
+	// An NVMe drive: lsblk prints its WWN as eui.<hex>; the BMC's Identifiers gave the hex.
+	b.drives[0].WWN = "eui.0025388b91b2c1a4"
+	p0 := b.params("/node.raw", infrav1.ImageFormatRaw, sum256(b.raw))
+	p0.Device = infrav1.RootDevice{SerialNumber: "S4SIM-1", WWN: "0025388B91B2C1A4"}
+	if rep, _, disks := b.run(p0); !rep.OK || !bytes.Equal(disks[0][:len(b.raw)], b.raw) || !zero(disks[1]) {
+		t.Errorf("report %+v: want the NVMe drive (Disk0) found by its eui. WWN", rep)
+	}
+	// A WWN the OS shows otherwise (an NGUID, a SAS port address): found by its serial number.
+	b.blank()
+	p0.Device = infrav1.RootDevice{SerialNumber: "S4SIM-1", WWN: "5000c500a1b2c3d4"}
+	if rep, _, disks := b.run(p0); !rep.OK || !bytes.Equal(disks[1][:len(b.raw)], b.raw) || !zero(disks[0]) {
+		t.Errorf("report %+v: want Disk1 found by its serial when no drive shows the WWN", rep)
+	}
+	b.blank()
+	b.drives[0].WWN = "5002538e0000000a"
 	p := b.params("/node.raw", infrav1.ImageFormatRaw, sum256(b.raw))
 	p.Device = infrav1.RootDevice{SerialNumber: "S4SIM-1", WWN: "0x" + b.drives[0].WWN} // the WWN names Disk0
 	rep, _, disks := b.run(p)
@@ -231,5 +256,69 @@ func TestTheDriveIsFoundByWWNBeforeSerialAndNeverGuessed(t *testing.T) {
 	rep, _, disks = b.run(p)
 	if rep.OK || !strings.Contains(rep.Message, "2 drives with serial") || !zero(disks[0]) || !zero(disks[1]) {
 		t.Errorf("report %+v: want InstallFailed naming 2 drives, none written", rep)
+	}
+}
+
+func (b *bench) blank() {
+	b.t.Helper()
+	for _, d := range b.drives {
+		if err := os.Truncate(d.Path, 0); err != nil {
+			b.t.Fatal(err)
+		}
+		if err := os.Truncate(d.Path, diskSize); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+}
+
+func TestAFileNotInTheGivenFormatIsRefusedBeforeAnythingIsWritten(t *testing.T) {
+	b := newBench(t)
+	gz := append([]byte{0x1f, 0x8b, 8, 0}, b.raw[:4096]...)
+	b.files["/node.raw.gz.img"] = gz
+	dir := t.TempDir()
+	base, backed := filepath.Join(dir, "base.qcow2"), filepath.Join(dir, "backed.qcow2")
+	for _, args := range [][]string{{"create", "-f", "qcow2", base, "8M"}, {"create", "-f", "qcow2", "-b", base, "-F", "qcow2", backed}} {
+		if out, err := exec.Command("qemu-img", args...).CombinedOutput(); err != nil {
+			t.Fatalf("qemu-img %v: %v: %s", args, err, out)
+		}
+	}
+	withBacking, err := os.ReadFile(backed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.files["/backed.qcow2"] = withBacking
+	for _, tc := range []struct {
+		name, image string
+		format      infrav1.ImageFormat
+		data        []byte
+		message     string
+	}{
+		{"a qcow2 file said raw (a distribution's .img)", "/node.qcow2", infrav1.ImageFormatRaw, b.files["/node.qcow2"], "is a qcow2 file, not a raw disk image"},
+		{"a gzip file said raw", "/node.raw.gz.img", infrav1.ImageFormatRaw, gz, "is a gzip file"},
+		{"a raw file said qcow2", "/node.raw", infrav1.ImageFormatQCOW2, b.raw, "is not a qcow2 image"},
+		{"a qcow2 naming a backing file", "/backed.qcow2", infrav1.ImageFormatQCOW2, withBacking, "names a backing or data file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b.blank()
+			rep, res, disks := b.run(b.params(tc.image, tc.format, sum256(tc.data)))
+			if rep.OK || rep.Reason != infrav1.ImageFormatMismatchReason || !strings.Contains(rep.Message, tc.message) || !res.PoweredOff {
+				t.Errorf("report %+v, powered off %t: want ImageFormatMismatch saying %q; console:\n%s", rep, res.PoweredOff, tc.message, res.Output)
+			}
+			if !zero(disks[0]) || !zero(disks[1]) {
+				t.Errorf("a drive was written")
+			}
+		})
+	}
+}
+
+func TestAPoweroffThatFailsAfterAGoodReportLeavesTheDriveWritten(t *testing.T) {
+	b := newBench(t)
+	b.opts.PoweroffExit = 1
+	rep, res, disks := b.run(b.params("/node.raw", infrav1.ImageFormatRaw, sum256(b.raw)))
+	if !rep.OK || res.PoweredOff {
+		t.Fatalf("report %+v, powered off %t; console:\n%s", rep, res.PoweredOff, res.Output)
+	}
+	if !bytes.Equal(disks[1][:len(b.raw)], b.raw) {
+		t.Errorf("the verified drive was wiped after its report: the provider would boot a blank drive")
 	}
 }

@@ -103,7 +103,12 @@ func (s *Server) installReport(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	rep.Message = bmc.Redact(rep.Message)
+	rep.Message = bmc.Redact(truncate(rep.Message, 1024))
+	rep.Device = bmc.Redact(truncate(rep.Device, 253))
+	if len(rep.Checksum) > 128 {
+		rep.Checksum = ""
+	}
+	rep.ReceivedAt = time.Now().UTC().Format(time.RFC3339Nano)
 	if err := s.recordReport(r.Context(), client.ObjectKeyFromObject(sec), rep); err != nil {
 		log.Error(err, "recording the install report")
 		http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
@@ -127,11 +132,21 @@ func (s *Server) recordReport(ctx context.Context, key client.ObjectKey, rep ins
 		if len(sec.Data[KeyInstallReport]) > 0 {
 			return nil // the first report stands
 		}
+		before := sec.DeepCopy()
 		sec.Data[KeyInstallReport] = data
-		err := s.Writer.Update(ctx, sec) // resourceVersion: refused if it changed meanwhile
+		// A patch (the manager's role may patch Secrets, not update them), refused if the Secret
+		// changed since it was read: two reports racing do not both stand.
+		err := s.Writer.Patch(ctx, sec, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 		if !apierrors.IsConflict(err) {
 			return err
 		}
 	}
 	return fmt.Errorf("the seed Secret kept changing")
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

@@ -386,7 +386,7 @@ func validateImage(img *infrav1.Image, boot infrav1.BootMethod, path *field.Path
 	format, byURL := img.EffectiveFormat(), infrav1.FormatOfURL(img.URL)
 	switch {
 	case format == "":
-		return append(errs, field.Required(path.Child("format"), "the URL's file name names no format (.raw, .img, .qcow2, .iso): say which it is, raw, qcow2, iso or live-iso (a compressed image must be decompressed first)"))
+		return append(errs, field.Required(path.Child("format"), "the URL's file name names no format (.raw, .qcow2, .iso; .img is either raw or qcow2): say which it is, raw, qcow2, iso or live-iso (a compressed image must be decompressed first)"))
 	case img.Format != "" && byURL != "" && (byURL.DiskImage() != format.DiskImage() || (format.DiskImage() && byURL != format)):
 		errs = append(errs, field.Invalid(path.Child("format"), format, fmt.Sprintf("the URL names a %s image; a %s image would not boot: set the format the file has", byURL, format)))
 	}

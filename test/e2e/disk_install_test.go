@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -145,6 +146,9 @@ var _ = Describe("Installing images to disk", func() {
 			start := time.Now()
 			b.waitRunning("nodes", fleetHosts)
 			GinkgoWriter.Printf("%d raw installs on %d profiles: %s\n", fleetHosts, len(mediaProfiles), time.Since(start).Round(time.Millisecond))
+
+			By("reporting where the time of a provisioning goes: raw install vs the live-ISO control plane")
+			reportPhases(b)
 
 			checkInstalled := func(image []byte, sum string, installs int) {
 				GinkgoHelper()
@@ -291,3 +295,44 @@ var _ = Describe("Installing images to disk", func() {
 		Expect(env.Create(ctx, t)).To(MatchError(ContainSubstring(`Unsupported value: "vmdk"`)))
 	})
 })
+
+// reportPhases prints, per provisioned host, the time from its claim to the boot into the deploy
+// image, the install, the boot from the drive and the Node: figures for the closing note, read
+// from the hosts' status and the Nodes, asserted nowhere.
+func reportPhases(b *bed) {
+	GinkgoHelper()
+	var install, total []time.Duration
+	for _, h := range b.hosts() {
+		c := h.Status.Claim
+		if c == nil || h.Status.BootIssuedAt == nil {
+			continue
+		}
+		rm := &infrav1.RedfishMachine{}
+		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: c.Consumer.Name}, rm)).To(Succeed())
+		nodes := &corev1.NodeList{}
+		Expect(env.List(ctx, nodes)).To(Succeed())
+		var joined time.Time
+		for _, n := range nodes.Items {
+			if n.Spec.ProviderID == rm.Spec.ProviderID {
+				joined = n.CreationTimestamp.Time
+			}
+		}
+		if joined.IsZero() {
+			continue
+		}
+		if in := h.Status.Install; in != nil && in.FinishedAt != nil {
+			GinkgoWriter.Printf("  %-14s %-14s raw: claim→deploy boot %s, deploy image (boot, download, write, report, power-off) %s, →drive boot %s, →Node %s (total %s)\n",
+				h.Name, h.Labels[profileLabel], in.BootIssuedAt.Sub(c.Since.Time).Round(time.Millisecond), in.FinishedAt.Sub(in.BootIssuedAt.Time).Round(time.Millisecond),
+				h.Status.BootIssuedAt.Sub(in.FinishedAt.Time).Round(time.Millisecond), joined.Sub(h.Status.BootIssuedAt.Time).Round(time.Second), joined.Sub(c.Since.Time).Round(time.Second))
+			install, total = append(install, in.FinishedAt.Sub(in.BootIssuedAt.Time)), append(total, joined.Sub(c.Since.Time))
+			continue
+		}
+		GinkgoWriter.Printf("  %-14s %-14s live ISO: claim→boot %s, →Node %s (total %s)\n", h.Name, h.Labels[profileLabel],
+			h.Status.BootIssuedAt.Sub(c.Since.Time).Round(time.Millisecond), joined.Sub(h.Status.BootIssuedAt.Time).Round(time.Second), joined.Sub(c.Since.Time).Round(time.Second))
+	}
+	slices.Sort(install)
+	slices.Sort(total)
+	if len(install) > 0 {
+		GinkgoWriter.Printf("  raw installs: median deploy %s, median claim→Node %s (Node creation times have a resolution of 1 s)\n", install[len(install)/2].Round(time.Millisecond), total[len(total)/2].Round(time.Second))
+	}
+}

@@ -32,8 +32,20 @@ type Result struct {
 	Output string
 }
 
+// Options change how the simulated hardware answers.
+type Options struct {
+	// PoweroffExit is the exit status of poweroff (0: it worked; a real poweroff that fails
+	// returns non-zero and the machine stays on).
+	PoweroffExit int
+}
+
 // Run runs script with bash on a server with drives. The error is bash's (a non-zero exit).
 func Run(ctx context.Context, script []byte, drives []Drive) (Result, error) {
+	return RunWith(ctx, script, drives, Options{})
+}
+
+// RunWith is Run with options.
+func RunWith(ctx context.Context, script []byte, drives []Drive, o Options) (Result, error) {
 	dir, err := os.MkdirTemp("", "simdisk-")
 	if err != nil {
 		return Result{}, err
@@ -45,16 +57,17 @@ func Run(ctx context.Context, script []byte, drives []Drive) (Result, error) {
 	}
 	var list strings.Builder
 	for _, d := range drives {
-		wwn := ""
-		if d.WWN != "" {
-			wwn = "0x" + strings.TrimPrefix(strings.ToLower(d.WWN), "0x")
+		// As lsblk prints them: SATA and SAS 0x<NAA>, NVMe eui.<EUI-64 or NGUID> (given as such).
+		wwn := d.WWN
+		if wwn != "" && !strings.Contains(wwn, ".") {
+			wwn = "0x" + strings.TrimPrefix(strings.ToLower(wwn), "0x")
 		}
 		fmt.Fprintf(&list, "NAME=\"%s\" TYPE=\"disk\" SERIAL=\"%s\" WWN=\"%s\"\n", d.Path, escape(d.Serial), wwn)
 	}
 	off := filepath.Join(dir, "powered-off")
 	stubs := map[string]string{
 		"lsblk":    "#!/bin/bash\nif [ \"$*\" != '" + LsblkArgs + "' ]; then echo \"lsblk: the simulated hardware answers only: lsblk " + LsblkArgs + "\" >&2; exit 64; fi\ncat <<'LSBLK'\n" + list.String() + "LSBLK\n",
-		"poweroff": "#!/bin/sh\ntouch '" + off + "'\n",
+		"poweroff": fmt.Sprintf("#!/bin/sh\n[ %d = 0 ] && touch '%s'\nexit %d\n", o.PoweroffExit, off, o.PoweroffExit),
 	}
 	for name, body := range stubs {
 		if err := os.WriteFile(filepath.Join(bin, name), []byte(body), 0o755); err != nil { //nolint:gosec // executables
