@@ -64,7 +64,7 @@ func installRoundWith(t *testing.T, h *infrav1.RedfishHost, f *fakeBMC, report, 
 			t.Fatal(err)
 		}
 	}
-	var rc client.Client = c
+	rc := client.Client(c)
 	for _, w := range wrap {
 		rc = w(c)
 	}
@@ -125,7 +125,7 @@ func TestAnInstallToDiskIsBootedOnceAndItsDriveOnlyOnceVerified(t *testing.T) {
 			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(false, time.Second)}, power: bmc.PowerOff,
 			phase: infrav1.InstallPhaseInstalling},
 		{name: "the boot recorded by a round that stopped before its power-on: the one power-on",
-			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(false, time.Second), func(h *infrav1.RedfishHost) { h.Status.Install.PowerOnSentAt = nil }},
+			host:  []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(false, time.Second), func(h *infrav1.RedfishHost) { h.Status.Install.PowerOnSentAt = nil }},
 			power: bmc.PowerOff, calls: []string{"Reset(On)"}, phase: infrav1.InstallPhaseInstalling},
 		{name: "off, never seen on, long after its power-on: failed, not powered on again",
 			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(false, 5*time.Minute)}, power: bmc.PowerOff,

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/template"
+	"time"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 )
@@ -28,6 +30,10 @@ type Params struct {
 	// ReportCABundle is the PEM bundle curl trusts for the report: the seed server's CA (empty:
 	// the deploy image's trust store).
 	ReportCABundle []byte
+	// ReportAttempts and ReportDelay bound how long the report is retried (default 120 attempts
+	// 15 s apart: half an hour, a manager restarting or a leader changing meanwhile).
+	ReportAttempts int
+	ReportDelay    time.Duration
 }
 
 // Report is what the deploy script POSTs to ReportURL once it is done.
@@ -96,11 +102,19 @@ func Script(p Params) ([]byte, error) {
 	if IsChecksumURL(p.Checksum) {
 		want, sumURL = "", p.Checksum
 	}
+	attempts, delay := p.ReportAttempts, p.ReportDelay
+	if attempts <= 0 {
+		attempts = 120
+	}
+	if delay <= 0 {
+		delay = 15 * time.Second
+	}
 	var b bytes.Buffer
 	err := script.Execute(&b, map[string]string{
 		"image": quote(p.ImageURL), "format": quote(string(p.Format)), "want": quote(want), "sumURL": quote(sumURL),
 		"tool": tool, "serial": quote(p.Device.SerialNumber), "wwn": quote(NormalizeWWN(p.Device.WWN)),
 		"report": quote(p.ReportURL), "ca": quote(string(p.CABundle)), "reportCA": quote(string(p.ReportCABundle)),
+		"attempts": strconv.Itoa(attempts), "delay": strconv.Itoa(int(delay.Seconds())),
 	})
 	return b.Bytes(), err
 }
@@ -143,12 +157,12 @@ json() { printf '%s' "$1" | tr -d '\000-\037' | sed 's/\\/\\\\/g; s/"/\\"/g'; }
 # powers off all the same: the provider reads a power-off without a report as a failure.
 report() {
   local i
-  for i in $(seq 1 120); do
+  for i in $(seq 1 {{.attempts}}); do
     if curl "${report_opts[@]}" --max-time 60 -X POST -H 'Content-Type: application/json' \
       --data-binary "$1" "$report_url" > /dev/null; then
       return 0
     fi
-    sleep 15
+    sleep {{.delay}}
   done
   return 1
 }

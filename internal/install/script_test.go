@@ -35,6 +35,7 @@ type bench struct {
 	ca      []byte
 	seedCA  []byte
 	opts    simdisk.Options
+	refuse  int // report requests answered 503 before one is taken
 	raw     []byte
 	files   map[string][]byte
 	mu      sync.Mutex
@@ -73,8 +74,13 @@ func newBench(t *testing.T) *bench {
 		}
 		body, _ := io.ReadAll(r.Body)
 		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.refuse > 0 { // the seed server restarting
+			b.refuse--
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+			return
+		}
 		b.got = append(b.got, body)
-		b.mu.Unlock()
 	}))
 	t.Cleanup(b.reports.Close)
 	b.seedCA = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: b.reports.Certificate().Raw})
@@ -107,7 +113,7 @@ func (b *bench) params(image string, format infrav1.ImageFormat, checksum string
 	return install.Params{
 		ImageURL: b.srv.URL + image, Format: format, Checksum: checksum, ChecksumType: infrav1.ChecksumSHA256,
 		Device:    infrav1.RootDevice{Name: "Disk1", SerialNumber: "S4SIM-1"},
-		ReportURL: b.reports.URL + "/report", CABundle: b.ca, ReportCABundle: b.seedCA,
+		ReportURL: b.reports.URL + "/report", CABundle: b.ca, ReportCABundle: b.seedCA, ReportAttempts: 4, ReportDelay: time.Second,
 	}
 }
 
@@ -320,5 +326,14 @@ func TestAPoweroffThatFailsAfterAGoodReportLeavesTheDriveWritten(t *testing.T) {
 	}
 	if !bytes.Equal(disks[1][:len(b.raw)], b.raw) {
 		t.Errorf("the verified drive was wiped after its report: the provider would boot a blank drive")
+	}
+}
+
+func TestAReportRefusedWhileTheSeedServerRestartsIsSentAgain(t *testing.T) {
+	b := newBench(t)
+	b.refuse = 2
+	rep, res, disks := b.run(b.params("/node.raw", infrav1.ImageFormatRaw, sum256(b.raw)))
+	if !rep.OK || !res.PoweredOff || !bytes.Equal(disks[1][:len(b.raw)], b.raw) {
+		t.Errorf("report %+v, powered off %t: want the report through on its third attempt, the drive written", rep, res.PoweredOff)
 	}
 }
