@@ -64,7 +64,7 @@ func installRoundWith(t *testing.T, h *infrav1.RedfishHost, f *fakeBMC, report, 
 			t.Fatal(err)
 		}
 	}
-	rc := client.Client(c)
+	rc := c
 	for _, w := range wrap {
 		rc = w(c)
 	}
