@@ -50,10 +50,16 @@ func (r *Reconciler) install(ctx context.Context, s *scope, sec *corev1.Secret) 
 	if report := sec.Data[seed.KeyInstallReport]; len(report) > 0 && format.DiskImage() {
 		return r.installReported(ctx, s, report)
 	}
-	if in.PowerOnSentAt == nil {
-		// The boot was recorded by a round that stopped before its power-on: sent now, once.
+	if r.now().Sub(in.BootIssuedAt.Time) > r.InstallTimeout {
+		r.finishInstall(h, infrav1.InstallPhaseFailed, infrav1.InstallTimedOutReason,
+			fmt.Sprintf("no outcome within %s of the boot into the %s; the drive is not booted", r.InstallTimeout, installerName(format)))
+		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
+	}
+	if in.PowerOnSentAt == nil && !in.SawPowerOn {
+		// The boot was recorded by a round that stopped before its power-on (or the BMC refused
+		// it): sent now, once. A host found on meanwhile is followed, never powered on again.
 		if s.power != bmc.PowerOff {
-			return ctrl.Result{RequeueAfter: r.PollInterval}, nil // on already: its run is followed
+			return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 		}
 		return r.installPowerOn(ctx, s)
 	}
@@ -67,18 +73,13 @@ func (r *Reconciler) install(ctx context.Context, s *scope, sec *corev1.Secret) 
 			r.finishInstall(h, infrav1.InstallPhaseFailed, infrav1.InstallFailedReason,
 				"the deploy image powered the host off without reporting an outcome (read the host's console); the drive is not booted")
 			return ctrl.Result{}, nil
-		case r.now().Sub(in.PowerOnSentAt.Time) > installPowerOnGrace:
+		case in.PowerOnSentAt != nil && r.now().Sub(in.PowerOnSentAt.Time) > installPowerOnGrace:
 			// Never seen on: it did not come on, or ran and went off between two looks. The
 			// power-on is not sent again (a second run of an installer is no one's decision).
 			r.finishInstall(h, infrav1.InstallPhaseFailed, infrav1.InstallFailedReason, fmt.Sprintf(
 				"the host was not seen on within %s of the power-on into the %s, and is off; it is not powered on again", installPowerOnGrace, installerName(format)))
 			return ctrl.Result{}, nil
 		}
-	}
-	if r.now().Sub(in.BootIssuedAt.Time) > r.InstallTimeout {
-		r.finishInstall(h, infrav1.InstallPhaseFailed, infrav1.InstallTimedOutReason,
-			fmt.Sprintf("no outcome within %s of the boot into the %s; the drive is not booted", r.InstallTimeout, installerName(format)))
-		return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 	}
 	return ctrl.Result{RequeueAfter: r.PollInterval}, nil
 }
@@ -94,7 +95,8 @@ func (r *Reconciler) installPowerOn(ctx context.Context, s *scope) (ctrl.Result,
 	now := metav1.NewTime(r.now())
 	in.PowerOnSentAt = &now
 	if err := s.store(); err != nil {
-		return ctrl.Result{}, err // not known to be stored: not sent
+		in.PowerOnSentAt = nil // not sent: the round's closing write must not say it was
+		return ctrl.Result{}, err
 	}
 	err := r.reset(ctx, s, bmc.ResetOn)
 	if errors.Is(err, bmc.ErrConflict) || errors.Is(err, bmc.ErrRefused) || errors.Is(err, bmc.ErrNotSent) {
@@ -169,11 +171,12 @@ func (r *Reconciler) installReported(ctx context.Context, s *scope, data []byte)
 	switch {
 	case err != nil:
 		r.finishInstall(h, infrav1.InstallPhaseFailed, infrav1.InstallFailedReason, err.Error())
-	case terr != nil || received.Before(h.Status.Install.BootIssuedAt.Add(-time.Second)):
-		// Not this boot's (a token read off the BMC by someone, a clock gone wrong): the drive's
-		// content is unknown, so it is not booted.
+	case h.Status.Install.PowerOnSentAt == nil && !h.Status.Install.SawPowerOn,
+		terr != nil || received.Before(h.Status.Install.BootIssuedAt.Add(-time.Second)):
+		// Not this boot's (sent before the deploy image was powered on: a token read off the
+		// BMC by someone, a clock gone wrong): the drive's content is unknown, so it is not booted.
 		r.finishInstall(h, infrav1.InstallPhaseFailed, infrav1.InstallFailedReason, fmt.Sprintf(
-			"an install report came before the deploy image was booted (received %q); the drive is not booted", rep.ReceivedAt))
+			"an install report came before the deploy image was powered on (received %q); the drive is not booted", rep.ReceivedAt))
 	case !rep.OK && rep.Reason == infrav1.ChecksumMismatchReason && install.ValidDigest(rep.Checksum, checksumType(c.Image)):
 		// Said from the digests (not secrets), which a redaction of the script's text would hide.
 		want := "the one its checksum file gives"

@@ -72,7 +72,7 @@ func installRoundWith(t *testing.T, h *infrav1.RedfishHost, f *fakeBMC, report, 
 		PollInterval: 2 * time.Second, RetryInterval: 30 * time.Second, CheckInterval: time.Minute, InstallTimeout: 10 * time.Minute,
 		OrphanGracePeriod: 2 * time.Minute, RestoreGracePeriod: 2 * time.Minute}
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)})
-	if err != nil {
+	if err != nil && len(wrap) == 0 { // a wrapped client fails on purpose
 		t.Fatalf("reconcile: %v", err)
 	}
 	got := &infrav1.RedfishHost{}
@@ -133,7 +133,17 @@ func TestAnInstallToDiskIsBootedOnceAndItsDriveOnlyOnceVerified(t *testing.T) {
 		{name: "a report received before the deploy image was booted: failed, the drive never booted",
 			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(true, time.Minute)}, power: bmc.PowerOff,
 			report: `{"ok":true,"sizeBytes":1,"checksum":"` + digest + `","receivedAt":"` + time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano) + `"}`,
-			phase:  infrav1.InstallPhaseFailed, condition: "False/InstallFailed", message: "came before the deploy image was booted"},
+			phase:  infrav1.InstallPhaseFailed, condition: "False/InstallFailed", message: "came before the deploy image was powered on"},
+		{name: "the power-on refused, the host on all the same and then off without a report: failed, not powered on again",
+			host:  []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(true, time.Minute), func(h *infrav1.RedfishHost) { h.Status.Install.PowerOnSentAt = nil }},
+			power: bmc.PowerOff, phase: infrav1.InstallPhaseFailed, condition: "False/InstallFailed", message: "without reporting"},
+		{name: "a power-on refused for good: the install timeout still applies",
+			host:  []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(false, time.Hour), func(h *infrav1.RedfishHost) { h.Status.Install.PowerOnSentAt = nil }},
+			power: bmc.PowerOff, phase: infrav1.InstallPhaseFailed, condition: "False/InstallTimedOut"},
+		{name: "a report while the deploy image was never powered on: failed",
+			host:  []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw), installing(false, time.Second), func(h *infrav1.RedfishHost) { h.Status.Install.PowerOnSentAt = nil }},
+			power: bmc.PowerOff, report: `{"ok":true,"sizeBytes":1,"checksum":"` + digest + `"` + received() + `}`,
+			phase: infrav1.InstallPhaseFailed, condition: "False/InstallFailed", message: "before the deploy image was powered on"},
 		{name: "on a single-slot BMC: said, nothing booted",
 			host: []func(*infrav1.RedfishHost){diskClaim(infrav1.ImageFormatRaw)}, power: bmc.PowerOff, insertErr: bmc.ErrNoSeedSlot,
 			calls: []string{"InsertMedia(deploy-live.iso,deploy.iso)"}, condition: "False/NoSeedMediaSlot", message: "single virtual media device"},
@@ -224,8 +234,8 @@ func TestNoPowerOnIntoTheDeployImageWhoseBootWasNotStored(t *testing.T) {
 		PollInterval: 2 * time.Second, RetryInterval: 30 * time.Second, CheckInterval: time.Minute, InstallTimeout: 10 * time.Minute,
 		OrphanGracePeriod: 2 * time.Minute, RestoreGracePeriod: 2 * time.Minute}
 	_, _ = r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)})
-	if slices.Contains(f.calls, "Reset(On)") {
-		t.Errorf("BMC calls %v: a power-on was sent for a boot that was not stored", f.calls)
+	if !slices.Contains(f.calls, "InsertMedia(deploy.iso,deploy.iso)") || slices.Contains(f.calls, "Reset(On)") {
+		t.Errorf("BMC calls %v: want the deploy image prepared, and no power-on for a boot that was not stored", f.calls)
 	}
 }
 
@@ -237,11 +247,57 @@ func TestAReleasedFailedInstallTakesTheDeployImageAndItsOverrideAlong(t *testing
 		h.Status.Claim.Release = true
 	})
 	got, calls, _ := installRound(t, h, bmc.PowerOff, "", "https://images.example/deploy-live.iso")
-	want := []string{"EjectMedia(/v1/ns/m1/)", "EjectMedia(https://images.example/deploy-live.iso)", "SetBootOverride(None)"}
+	want := []string{"EjectMedia(/v1/ns/m1/)", "EjectMedia", "SetBootOverride(None)"}
 	if len(calls) < 3 || !slices.Equal(calls[:3], want) {
 		t.Errorf("BMC calls %v, want first %v", calls, want)
 	}
 	if got.Status.Install != nil {
 		t.Errorf("install %+v left on a released host", got.Status.Install)
+	}
+
+	// Released between the report and the drive boot (Installed, the override still to the
+	// deploy image), with the manager's deploy image URL changed meanwhile: cleared all the same.
+	h = newHost(diskClaim(infrav1.ImageFormatRaw), installing(true, time.Minute), func(h *infrav1.RedfishHost) {
+		h.Status.Install.Phase = infrav1.InstallPhaseInstalled
+		h.Status.State = infrav1.HostStateDeprovisioning
+		h.Status.Claim.Release = true
+	})
+	if _, calls, _ = installRound(t, h, bmc.PowerOff, "", "https://images.example/deploy-v2.iso"); len(calls) < 3 || !slices.Equal(calls[:3], want) {
+		t.Errorf("released after its report: BMC calls %v, want first %v", calls, want)
+	}
+
+	// A BMC that cannot clear the override: the media are out, the release goes on.
+	h = newHost(diskClaim(infrav1.ImageFormatRaw), installing(true, time.Minute), func(h *infrav1.RedfishHost) {
+		h.Status.Install.Phase = infrav1.InstallPhaseFailed
+		h.Status.State = infrav1.HostStateDeprovisioning
+		h.Status.Claim.Release = true
+	})
+	f := &fakeBMC{power: bmc.PowerOff, errs: map[string]error{"SetBootOverride(None)": bmc.ErrNotSupported}}
+	got, _, _ = installRoundWith(t, h, f, "", "https://images.example/deploy-live.iso")
+	if got.Status.Install != nil || got.Status.State == infrav1.HostStateDeprovisioning {
+		t.Errorf("state %s, install %+v: a BMC refusing to clear its override held the release", got.Status.State, got.Status.Install)
+	}
+}
+
+// A power-on into the deploy image whose record could not be stored is not recorded by the
+// round's closing write either: the next round sends it, instead of failing the install.
+func TestAPowerOnWhoseRecordFailedIsNotRecordedAsSent(t *testing.T) {
+	n := 0
+	failSecond := func(c client.Client) client.Client {
+		return interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, o client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+				if n++; n == 2 {
+					return errors.New("the API server is unreachable")
+				}
+				return c.SubResource(sub).Patch(ctx, o, p, opts...)
+			},
+		})
+	}
+	got, calls, _ := installRound(t, newHost(diskClaim(infrav1.ImageFormatRaw)), bmc.PowerOff, "", "https://images.example/deploy.iso", failSecond)
+	if slices.Contains(calls, "Reset(On)") {
+		t.Errorf("BMC calls %v: a power-on whose record failed was sent", calls)
+	}
+	if got.Status.Install == nil || got.Status.Install.BootIssuedAt == nil || got.Status.Install.PowerOnSentAt != nil {
+		t.Errorf("install %+v: want the boot recorded and no power-on recorded", got.Status.Install)
 	}
 }

@@ -592,13 +592,19 @@ func (r *Reconciler) deprovision(ctx context.Context, s *scope) (ctrl.Result, er
 	if err := s.bmc.EjectMedia(ctx, r.seedMediaMatch(h)); err != nil {
 		return ctrl.Result{}, err
 	}
-	if in := h.Status.Install; in != nil && !installed(h) && r.DeployImageURL != "" {
-		// An install that did not end (failed, aborted): the deploy image leaves, and the
-		// Continuous boot override to it with it, before anything else powers the host on.
-		if err := s.bmc.EjectMedia(ctx, r.DeployImageURL); err != nil {
+	if h.Status.Install != nil && h.Status.BootIssuedAt == nil {
+		// An install whose drive was not booted yet (failed, aborted, or released between its
+		// report and the drive boot): the deploy image (or installer) leaves, whatever URL it was
+		// booted from, and the Continuous boot override to it with it, before anything else
+		// powers the host on. A claimed host holds no one else's media.
+		if err := s.bmc.EjectMedia(ctx, ""); err != nil {
 			return ctrl.Result{}, err
 		}
-		if err := s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootNone}); err != nil {
+		switch err := s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootNone}); {
+		case errors.Is(err, bmc.ErrNotSupported) || errors.Is(err, bmc.ErrRefused):
+			// The media are out: a CD override now boots nothing. Said, and the release goes on.
+			r.event(h, "BootOverrideKept", "Release", "the BMC refused clearing the boot override to the ejected deploy image (%s); it boots nothing now", err.Error())
+		case err != nil:
 			return ctrl.Result{RequeueAfter: r.PollInterval}, ignoreConflict(err)
 		}
 	}

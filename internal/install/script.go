@@ -30,10 +30,11 @@ type Params struct {
 	// ReportCABundle is the PEM bundle curl trusts for the report: the seed server's CA (empty:
 	// the deploy image's trust store).
 	ReportCABundle []byte
-	// ReportAttempts and ReportDelay bound how long the report is retried (default 120 attempts
-	// 15 s apart: half an hour, a manager restarting or a leader changing meanwhile).
-	ReportAttempts int
-	ReportDelay    time.Duration
+	// ReportWindow bounds how long the report is retried, wall clock (default 30 minutes: a
+	// manager restarting or a leader changing meanwhile); ReportDelay is the wait between tries
+	// (default 15 s). Each try takes at most 30 s.
+	ReportWindow time.Duration
+	ReportDelay  time.Duration
 }
 
 // Report is what the deploy script POSTs to ReportURL once it is done.
@@ -102,9 +103,9 @@ func Script(p Params) ([]byte, error) {
 	if IsChecksumURL(p.Checksum) {
 		want, sumURL = "", p.Checksum
 	}
-	attempts, delay := p.ReportAttempts, p.ReportDelay
-	if attempts <= 0 {
-		attempts = 120
+	window, delay := p.ReportWindow, p.ReportDelay
+	if window <= 0 {
+		window = 30 * time.Minute
 	}
 	if delay <= 0 {
 		delay = 15 * time.Second
@@ -114,7 +115,7 @@ func Script(p Params) ([]byte, error) {
 		"image": quote(p.ImageURL), "format": quote(string(p.Format)), "want": quote(want), "sumURL": quote(sumURL),
 		"tool": tool, "serial": quote(p.Device.SerialNumber), "wwn": quote(NormalizeWWN(p.Device.WWN)),
 		"report": quote(p.ReportURL), "ca": quote(string(p.CABundle)), "reportCA": quote(string(p.ReportCABundle)),
-		"attempts": strconv.Itoa(attempts), "delay": strconv.Itoa(int(delay.Seconds())),
+		"window": strconv.Itoa(int(window.Seconds())), "delay": strconv.Itoa(int(delay.Seconds())),
 	})
 	return b.Bytes(), err
 }
@@ -153,18 +154,18 @@ dev=''
 label=''
 
 json() { printf '%s' "$1" | tr -d '\000-\037' | sed 's/\\/\\\\/g; s/"/\\"/g'; }
-# The report is retried for half an hour (a manager restarting, a leader changing), then the host
+# The report is retried for ReportWindow (a manager restarting, a leader changing), then the host
 # powers off all the same: the provider reads a power-off without a report as a failure.
 report() {
-  local i
-  for i in $(seq 1 {{.attempts}}); do
-    if curl "${report_opts[@]}" --max-time 60 -X POST -H 'Content-Type: application/json' \
+  local deadline=$((SECONDS + {{.window}}))
+  while true; do
+    if curl "${report_opts[@]}" --max-time 30 -X POST -H 'Content-Type: application/json' \
       --data-binary "$1" "$report_url" > /dev/null; then
       return 0
     fi
+    [ $((SECONDS + {{.delay}})) -lt "$deadline" ] || return 1
     sleep {{.delay}}
   done
-  return 1
 }
 wipe() {
   if [ -n "$dev" ]; then
@@ -225,7 +226,7 @@ if [ -n "$checksum_url" ]; then
   # GNU (hash  name, hash *name) and BSD (SHA256 (name) = hash) lines, CRLF or not; a file of a
   # single hash stands for the image.
   curl "${curl_opts[@]}" -o "$work/sums" "$checksum_url"
-  want=$(awk -v f="$file" '
+  want=$(trap - ERR; awk -v f="$file" '
     { sub(/\r$/, "") }
     /^[A-Za-z0-9-]+ \(.*\) = [0-9A-Fa-f]+$/ {
       n = $0; sub(/^[^(]*\(/, "", n); sub(/\) = [0-9A-Fa-f]+$/, "", n)
@@ -246,6 +247,9 @@ fi
 checked() {
   trap - ERR
   dd bs=512 count=1 iflag=fullblock status=none > "$work/head" || true
+  if [ ! -s "$work/head" ]; then
+    return 0 # nothing came: the download's own failure is what is reported
+  fi
   local magic
   magic=$(od -An -tx1 -N6 "$work/head" | tr -d ' \n')
   local what=''

@@ -113,7 +113,7 @@ func (b *bench) params(image string, format infrav1.ImageFormat, checksum string
 	return install.Params{
 		ImageURL: b.srv.URL + image, Format: format, Checksum: checksum, ChecksumType: infrav1.ChecksumSHA256,
 		Device:    infrav1.RootDevice{Name: "Disk1", SerialNumber: "S4SIM-1"},
-		ReportURL: b.reports.URL + "/report", CABundle: b.ca, ReportCABundle: b.seedCA, ReportAttempts: 4, ReportDelay: time.Second,
+		ReportURL: b.reports.URL + "/report", CABundle: b.ca, ReportCABundle: b.seedCA, ReportWindow: 4 * time.Second, ReportDelay: time.Second,
 	}
 }
 
@@ -335,5 +335,15 @@ func TestAReportRefusedWhileTheSeedServerRestartsIsSentAgain(t *testing.T) {
 	rep, res, disks := b.run(b.params("/node.raw", infrav1.ImageFormatRaw, sum256(b.raw)))
 	if !rep.OK || !res.PoweredOff || !bytes.Equal(disks[1][:len(b.raw)], b.raw) {
 		t.Errorf("report %+v, powered off %t: want the report through on its third attempt, the drive written", rep, res.PoweredOff)
+	}
+}
+
+func TestAFailedDownloadIsReportedAsSuchNotAsTheWrongFormat(t *testing.T) {
+	b := newBench(t)
+	for _, format := range []infrav1.ImageFormat{infrav1.ImageFormatRaw, infrav1.ImageFormatQCOW2} {
+		rep, res, _ := b.run(b.params("/no-such-image", format, sum256(b.raw)))
+		if rep.OK || rep.Reason != infrav1.InstallFailedReason || !strings.Contains(rep.Message, "exit status 22") || !res.PoweredOff {
+			t.Errorf("%s: report %+v: want InstallFailed with curl's exit status 22 (HTTP 404); console:\n%s", format, rep, res.Output)
+		}
 	}
 }

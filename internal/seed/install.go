@@ -36,7 +36,9 @@ const maxReport = 16 << 10
 func (s *Server) deployVolume(w http.ResponseWriter, r *http.Request, sec *corev1.Secret) {
 	log := logf.FromContext(r.Context())
 	format := infrav1.ImageFormat(sec.Data[KeyImageFormat])
-	if !format.DiskImage() {
+	if !format.DiskImage() || len(sec.Data[KeyInstallReport]) > 0 {
+		// Once a report is in, the script is not served again: a reboot of the deploy image
+		// (a power cycle, a watchdog) finds no seed and writes nothing over the reported drive.
 		http.NotFound(w, r)
 		return
 	}

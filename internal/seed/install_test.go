@@ -93,6 +93,9 @@ func TestTheDeployVolumeCarriesTheClaimsScriptAndTheReportIsRecordedOnce(t *test
 	if st := post(t, InstallReportURL(ts.URL, "ns", "m1", token), `{"ok":true,"checksum":"`+strings.Repeat("ab", 32)+`"}`); st != 200 {
 		t.Fatalf("second report: %d", st)
 	}
+	if st, _ := get(t, DeployVolumeURL(ts.URL, "ns", "m1", token)); st != 404 {
+		t.Errorf("deploy.iso once a report is in: %d, want 404 (a rebooted deploy image must find no script)", st)
+	}
 	sec := &corev1.Secret{}
 	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: SecretName("m1")}, sec); err != nil {
 		t.Fatal(err)
