@@ -26,8 +26,8 @@ import (
 // a client whose rate limit is not the controllers'.
 var _ = Describe("Seed server under a flood", func() {
 	It("provisions a host as fast while the seed server is flooded from 256 addresses as without the flood", Label("seed-flood"), func() {
-		b := newBed("seedflood", 3, nil)
-		b.waitHostsAvailable(3)
+		b := newBed("seedflood", 5, nil)
+		b.waitHostsAvailable(5)
 		b.createCluster("seedflood")
 		b.controlPlane()
 		b.template("w", infrav1.RedfishMachineSpec{})
@@ -43,10 +43,13 @@ var _ = Describe("Seed server under a flood", func() {
 			return time.Since(start)
 		}
 
-		quiet := timeToRunning("quiet")
+		// Each measured twice, the faster kept: one host's provisioning is a few seconds, and a
+		// two-core machine running the rest of the suite stalls one of them now and then whatever
+		// the seed server does.
+		quiet := min(timeToRunning("quiet-1"), timeToRunning("quiet-2"))
 
 		f := startSeedFlood(b.ns, b.hosts())
-		flooded := timeToRunning("flooded")
+		flooded := min(timeToRunning("flooded-1"), timeToRunning("flooded-2"))
 		stats := f.stop()
 
 		ratio := float64(flooded) / float64(quiet)
