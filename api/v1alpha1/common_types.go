@@ -141,6 +141,14 @@ func (i *Image) EffectiveFormat() ImageFormat {
 	return FormatOfURL(i.URL)
 }
 
+// EffectiveChecksumType is the image's checksum type, sha256 when omitted.
+func (i *Image) EffectiveChecksumType() ChecksumType {
+	if i == nil || i.ChecksumType == "" {
+		return ChecksumSHA256
+	}
+	return i.ChecksumType
+}
+
 // FormatOfURL is the format an image URL's file extension names ("" when none does). A
 // compressed image (.gz, .xz, .zst) names none: it would be written compressed. Nor does .img:
 // image-builder's raw output and the distributions' qcow2 cloud images both use it.

@@ -177,7 +177,7 @@ func (r *Reconciler) installReported(ctx context.Context, s *scope, data []byte)
 		// BMC by someone, a clock gone wrong): the drive's content is unknown, so it is not booted.
 		r.finishInstall(h, infrav1.InstallPhaseFailed, infrav1.InstallFailedReason, fmt.Sprintf(
 			"an install report came before the deploy image was powered on (received %q); the drive is not booted", rep.ReceivedAt))
-	case !rep.OK && rep.Reason == infrav1.ChecksumMismatchReason && install.ValidDigest(rep.Checksum, checksumType(c.Image)):
+	case !rep.OK && rep.Reason == infrav1.ChecksumMismatchReason && install.ValidDigest(rep.Checksum, c.Image.EffectiveChecksumType()):
 		// Said from the digests (not secrets), which a redaction of the script's text would hide.
 		want := "the one its checksum file gives"
 		if !install.IsChecksumURL(c.Image.Checksum) {
@@ -185,20 +185,20 @@ func (r *Reconciler) installReported(ctx context.Context, s *scope, data []byte)
 		}
 		r.finishInstall(h, infrav1.InstallPhaseFailed, infrav1.ChecksumMismatchReason, fmt.Sprintf(
 			"the image %s downloaded by the deploy image has %s %s, not %s; the drive was wiped and is not booted",
-			imageFile(c.Image.URL), checksumType(c.Image), strings.ToLower(rep.Checksum), want))
+			imageFile(c.Image.URL), c.Image.EffectiveChecksumType(), strings.ToLower(rep.Checksum), want))
 	case !rep.OK:
 		reason := rep.Reason
 		if reason != infrav1.ChecksumMismatchReason && reason != infrav1.ImageFormatMismatchReason {
 			reason = infrav1.InstallFailedReason
 		}
 		r.finishInstall(h, infrav1.InstallPhaseFailed, reason, bmc.Redact(fmt.Sprintf("the deploy image reports: %s; the drive is not booted", rep.Message)))
-	case !install.ValidDigest(rep.Checksum, checksumType(c.Image)) || (!install.IsChecksumURL(c.Image.Checksum) && !equalFoldHex(rep.Checksum, c.Image.Checksum)):
+	case !install.ValidDigest(rep.Checksum, c.Image.EffectiveChecksumType()) || (!install.IsChecksumURL(c.Image.Checksum) && !equalFoldHex(rep.Checksum, c.Image.Checksum)):
 		r.finishInstall(h, infrav1.InstallPhaseFailed, infrav1.ChecksumMismatchReason,
 			fmt.Sprintf("the deploy image reports checksum %.130q written, not the machine's %s", rep.Checksum, c.Image.Checksum))
 	default:
 		h.Status.Install.SizeBytes, h.Status.Install.Checksum = rep.SizeBytes, strings.ToLower(rep.Checksum)
 		r.finishInstall(h, infrav1.InstallPhaseInstalled, infrav1.InstalledReason,
-			fmt.Sprintf("%d bytes written to %s, %s verified", rep.SizeBytes, bmc.Redact(rep.Device), checksumType(c.Image)))
+			fmt.Sprintf("%d bytes written to %s, %s verified", rep.SizeBytes, bmc.Redact(rep.Device), c.Image.EffectiveChecksumType()))
 	}
 	if h.Status.Install.Phase == infrav1.InstallPhaseFailed && s.power != bmc.PowerOff {
 		return ctrl.Result{RequeueAfter: r.PollInterval}, ignoreConflict(r.reset(ctx, s, bmc.ResetForceOff))
@@ -234,13 +234,6 @@ func deviceName(d *infrav1.RootDevice) string {
 		return d.Name + " (wwn " + d.WWN + ")"
 	}
 	return d.Name + " (serial " + d.SerialNumber + ")"
-}
-
-func checksumType(img *infrav1.Image) infrav1.ChecksumType {
-	if img.ChecksumType == "" {
-		return infrav1.ChecksumSHA256
-	}
-	return img.ChecksumType
 }
 
 // imageFile is the file name of an image URL, without its query (which may hold credentials).

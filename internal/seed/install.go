@@ -1,6 +1,7 @@
 package seed
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -77,7 +78,7 @@ func (s *Server) deployVolume(w http.ResponseWriter, r *http.Request, sec *corev
 	}
 	log.V(2).Info("served the deploy volume")
 	w.Header().Set("Content-Type", "application/x-iso9660-image")
-	http.ServeContent(w, r, "deploy.iso", time.Time{}, bytesReader(iso))
+	http.ServeContent(w, r, "deploy.iso", time.Time{}, bytes.NewReader(iso))
 }
 
 // installReport records the deploy script's report in the seed Secret, where the host

@@ -13,7 +13,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	stdlog "log"
 	"net"
 	"net/http"
@@ -272,8 +271,6 @@ func (s *Server) keep(key string, iso []byte) {
 	}
 	s.volumes[key] = cachedVolume{iso: iso, built: time.Now()}
 }
-
-func bytesReader(b []byte) io.ReadSeeker { return bytes.NewReader(b) }
 
 // sweepVolumes forgets volumes older than volumeTTL: they hold bootstrap data, needed only while
 // a host boots. Caller holds volumesMu.

@@ -393,13 +393,13 @@ func validateImage(img *infrav1.Image, boot infrav1.BootMethod, path *field.Path
 	if format.DiskImage() {
 		switch {
 		case img.Checksum == "":
-			errs = append(errs, field.Required(path.Child("checksum"), fmt.Sprintf("a %s image is written to the host's drive only once its checksum is verified: give its %s digest, or the URL of a checksum file", format, checksumType(img))))
+			errs = append(errs, field.Required(path.Child("checksum"), fmt.Sprintf("a %s image is written to the host's drive only once its checksum is verified: give its %s digest, or the URL of a checksum file", format, img.EffectiveChecksumType())))
 		case install.IsChecksumURL(img.Checksum):
 			if u, err := url.Parse(img.Checksum); err != nil || u.Host == "" {
 				errs = append(errs, field.Invalid(path.Child("checksum"), bmc.Redact(img.Checksum), "must be a hex digest or an http(s) URL with a host"))
 			}
-		case !install.ValidDigest(img.Checksum, checksumType(img)):
-			errs = append(errs, field.Invalid(path.Child("checksum"), img.Checksum, fmt.Sprintf("is not a %s digest (%d hex digits) nor an http(s) URL of a checksum file", checksumType(img), map[infrav1.ChecksumType]int{infrav1.ChecksumSHA256: 64, infrav1.ChecksumSHA512: 128}[checksumType(img)])))
+		case !install.ValidDigest(img.Checksum, img.EffectiveChecksumType()):
+			errs = append(errs, field.Invalid(path.Child("checksum"), img.Checksum, fmt.Sprintf("is not a %s digest (%d hex digits) nor an http(s) URL of a checksum file", img.EffectiveChecksumType(), map[infrav1.ChecksumType]int{infrav1.ChecksumSHA256: 64, infrav1.ChecksumSHA512: 128}[img.EffectiveChecksumType()])))
 		}
 	} else {
 		if img.Checksum != "" || img.ChecksumType != "" {
@@ -425,13 +425,6 @@ func withoutImageErrors(errs field.ErrorList) field.ErrorList {
 		out = append(out, e)
 	}
 	return out
-}
-
-func checksumType(img *infrav1.Image) infrav1.ChecksumType {
-	if img.ChecksumType == "" {
-		return infrav1.ChecksumSHA256
-	}
-	return img.ChecksumType
 }
 
 func invalid(kind, name string, errs field.ErrorList) error {

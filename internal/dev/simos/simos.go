@@ -50,15 +50,13 @@ type OS struct {
 	fetched   map[string][]string // server -> bootstrap data it fetched, in order
 	installed map[string]string   // server -> Node name
 	booted    map[string][]string // server -> what each boot ran: "disk", or the live image's URL
-	consoles  map[string][]string // server -> what the deploy scripts it ran printed
 	servers   map[string]*simulator.Server
 	errs      []error
 }
 
 // New returns a simulated OS writing Nodes with c.
 func New(c client.Client) *OS {
-	return &OS{Client: c, InstallTime: 2 * time.Second, fetched: map[string][]string{}, installed: map[string]string{}, booted: map[string][]string{},
-		consoles: map[string][]string{}, servers: map[string]*simulator.Server{}}
+	return &OS{Client: c, InstallTime: 2 * time.Second, fetched: map[string][]string{}, installed: map[string]string{}, booted: map[string][]string{}, servers: map[string]*simulator.Server{}}
 }
 
 // Attach makes every server of the fleet run this OS.
@@ -69,13 +67,6 @@ func (o *OS) Attach(f *simulator.Fleet) {
 	}
 	o.mu.Unlock()
 	f.OnBoot(o.boot)
-}
-
-// Consoles returns what the deploy scripts a server ran printed, one entry per run.
-func (o *OS) Consoles(server string) []string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return append([]string(nil), o.consoles[server]...)
 }
 
 // Fetched returns the bootstrap data each server fetched.
