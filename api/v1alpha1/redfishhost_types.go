@@ -579,6 +579,13 @@ type RedfishHostStatus struct {
 	// +optional
 	BootIssuedAt *metav1.Time `json:"bootIssuedAt,omitempty"`
 
+	// liveBootIssuedAt is when the provider last booted a provisioned host's live image again
+	// (its media, seed and boot override prepared, then the power-on recorded before it was sent):
+	// a live OS keeps nothing across a power-off, so every power-on the provider sends boots the
+	// image with its seed. Cleared when the claim is released.
+	// +optional
+	LiveBootIssuedAt *metav1.Time `json:"liveBootIssuedAt,omitempty"`
+
 	// install is the progress of writing the claim's image to the root drive (formats raw,
 	// qcow2 and iso) before the host boots from it; nil for a live image, or before it began.
 	// +optional

@@ -784,6 +784,10 @@ func (in *RedfishHostStatus) DeepCopyInto(out *RedfishHostStatus) {
 		in, out := &in.BootIssuedAt, &out.BootIssuedAt
 		*out = (*in).DeepCopy()
 	}
+	if in.LiveBootIssuedAt != nil {
+		in, out := &in.LiveBootIssuedAt, &out.LiveBootIssuedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.Install != nil {
 		in, out := &in.Install, &out.Install
 		*out = new(InstallStatus)

@@ -413,7 +413,9 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 		return res, nil
 	}
 	if c.Provisioned {
-		if c.BootMethod != infrav1.BootMethodPXE { // the seed volume (and the OS image) leave once the Node joined
+		if c.Image.EffectiveFormat().InstallsToDisk() {
+			// The seed volume leaves once the Node joined: the OS on the drive keeps what it
+			// read. A live image keeps its media: it needs them on every boot.
 			if err := s.bmc.EjectMedia(ctx, r.seedMediaMatch(h)); err != nil {
 				return ctrl.Result{}, err
 			}
@@ -446,48 +448,10 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 	if toDisk && !installed(h) {
 		return r.install(ctx, s, sec)
 	}
-	image := seed.ImageURL(r.SeedBaseURL, h.Namespace, c.Consumer.Name, string(sec.Data[seed.KeyToken]))
-	var err error
-	prepared := "" // said of the seed in the BootPrepared condition
-	switch {
-	case c.BootMethod == infrav1.BootMethodPXE && !toDisk:
-		err = s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootPxe})
-	case c.BootMethod == infrav1.BootMethodUefiHTTP && !toDisk:
-		// The firmware loads the OS image from the boot URI; the seed volume goes into the BMC's
-		// virtual media (any one device), where a stock image finds it by its label.
-		volume := seed.CIDataURL(r.SeedBaseURL, h.Namespace, c.Consumer.Name, string(sec.Data[seed.KeyToken]))
-		prepared = "the seed volume in the BMC's virtual media"
-		if err = s.bmc.InsertMedia(ctx, "", volume); errors.Is(err, bmc.ErrNoSeedSlot) {
-			conditions.Set(h, metav1.Condition{Type: infrav1.BootPreparedCondition, Status: metav1.ConditionFalse, Reason: infrav1.NoSeedMediaSlotReason,
-				Message: "This BMC offers no virtual media device for the seed volume a UefiHttp boot needs. Boot this host by PXE (bootMethod), which carries the seed URL on the kernel command line"})
-			return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
-		}
-		if err == nil {
-			err = s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootUefiHTTP, HTTPBootURI: image})
-		}
-	case toDisk:
-		// The image is on the root drive: the deploy media leave, the seed volume (label cidata)
-		// goes into a device of its own, and the host boots once from its drive.
-		volume := seed.CIDataURL(r.SeedBaseURL, h.Namespace, c.Consumer.Name, string(sec.Data[seed.KeyToken]))
-		prepared = "booting drive " + deviceName(c.RootDevice) + ", the seed volume in the BMC's virtual media"
-		if err = s.bmc.EjectMedia(ctx, ""); err == nil {
-			err = s.bmc.InsertMedia(ctx, "", volume)
-		}
-		if err == nil {
-			err = s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootHdd})
-		}
-	default:
-		// The OS image in the CD, the per-claim NoCloud volume (label cidata) in a second device:
-		// a prebuilt image finds its seed by the volume label, knowing no URL.
-		volume := seed.CIDataURL(r.SeedBaseURL, h.Namespace, c.Consumer.Name, string(sec.Data[seed.KeyToken]))
-		if err = s.bmc.InsertMedia(ctx, image, volume); errors.Is(err, bmc.ErrNoSeedSlot) {
-			conditions.Set(h, metav1.Condition{Type: infrav1.BootPreparedCondition, Status: metav1.ConditionFalse, Reason: infrav1.NoSeedMediaSlotReason,
-				Message: "This BMC offers a single virtual media device: the OS image and the seed volume cannot both be attached. Boot this host by PXE or UefiHttp (bootMethod), which carry the seed URL instead"})
-			return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
-		}
-		if err == nil {
-			err = s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootCd})
-		}
+	prepared, err := r.prepareBoot(ctx, s, sec)
+	if errors.Is(err, bmc.ErrNoSeedSlot) {
+		conditions.Set(h, metav1.Condition{Type: infrav1.BootPreparedCondition, Status: metav1.ConditionFalse, Reason: infrav1.NoSeedMediaSlotReason, Message: noSeedSlotMessage(c)})
+		return ctrl.Result{RequeueAfter: r.RetryInterval}, nil
 	}
 	if errors.Is(err, bmc.ErrConflict) {
 		// Busy (a power transition, POST): said in the condition, and prepared again next round.
@@ -514,6 +478,91 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 		return ctrl.Result{RequeueAfter: r.PollInterval}, err
 	}
 	return r.powerOnOnce(ctx, s) // the power state was read this round: off
+}
+
+// prepareBoot attaches what the claim's boot needs and sets the boot override to it, from its seed
+// Secret sec: the provisioning boot, and every later power-on of a live image. Each step is safe
+// to repeat (media already inserted are left as they are). It returns what it said of the seed
+// for the BootPrepared condition; bmc.ErrNoSeedSlot when the BMC has no device for the seed.
+func (r *Reconciler) prepareBoot(ctx context.Context, s *scope, sec *corev1.Secret) (string, error) {
+	h, c := s.host, s.host.Status.Claim
+	token := string(sec.Data[seed.KeyToken])
+	image := seed.ImageURL(r.SeedBaseURL, h.Namespace, c.Consumer.Name, token)
+	volume := seed.CIDataURL(r.SeedBaseURL, h.Namespace, c.Consumer.Name, token)
+	switch {
+	case c.Image.EffectiveFormat().InstallsToDisk():
+		// The image is on the root drive: the deploy media leave, the seed volume (label cidata)
+		// goes into a device of its own, and the host boots once from its drive.
+		if err := s.bmc.EjectMedia(ctx, ""); err != nil {
+			return "", err
+		}
+		if err := s.bmc.InsertMedia(ctx, "", volume); err != nil {
+			return "", err
+		}
+		return "booting drive " + deviceName(c.RootDevice) + ", the seed volume in the BMC's virtual media", s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootHdd})
+	case c.BootMethod == infrav1.BootMethodPXE:
+		return "", s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootPxe})
+	case c.BootMethod == infrav1.BootMethodUefiHTTP:
+		// The firmware loads the OS image from the boot URI; the seed volume goes into the BMC's
+		// virtual media (any one device), where a stock image finds it by its label.
+		if err := s.bmc.InsertMedia(ctx, "", volume); err != nil {
+			return "", err
+		}
+		return "the seed volume in the BMC's virtual media", s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootUefiHTTP, HTTPBootURI: image})
+	}
+	// The live OS image in the CD, the per-claim NoCloud volume (label cidata) in a second device:
+	// a prebuilt image finds its seed by the volume label, knowing no URL. Both stay attached and
+	// the override stays on the CD: a live OS keeps nothing across a reboot, so every boot, the
+	// OS's own reboots too, runs the image with its seed again.
+	if err := s.bmc.InsertMedia(ctx, image, volume); err != nil {
+		return "", err
+	}
+	return "the image and the seed volume stay attached, booted on every power-on", s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootCd, Continuous: true})
+}
+
+// noSeedSlotMessage says why a BMC without a device for the seed volume cannot boot the claim.
+func noSeedSlotMessage(c *infrav1.HostClaim) string {
+	if c.BootMethod == infrav1.BootMethodUefiHTTP {
+		return "This BMC offers no virtual media device for the seed volume a UefiHttp boot needs. Boot this host by PXE (bootMethod), which carries the seed URL on the kernel command line"
+	}
+	return "This BMC offers a single virtual media device: the OS image and the seed volume cannot both be attached. Boot this host by PXE or UefiHttp (bootMethod), which carry the seed URL instead"
+}
+
+// prepareLiveBoot makes the power-on of a provisioned live host boot its image with its seed
+// again, whatever booted since (a maintenance's service image, a BIOS setup boot, an operator's
+// media): the media and the override are prepared as for the provisioning boot, and the boot is
+// recorded in status.liveBootIssuedAt before the power-on is sent. False (with the result to
+// return) when the power-on must wait: a RedfishJob uses the BMC, or the BMC is busy.
+func (r *Reconciler) prepareLiveBoot(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
+	h, c := s.host, s.host.Status.Claim
+	if running, err := r.jobRunning(ctx, h, "power-on"); err != nil || running {
+		return ctrl.Result{RequeueAfter: r.CheckInterval}, false, err // the job's end wakes the host
+	}
+	sec := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: seed.SecretName(c.Consumer.Name)}, sec); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, false, err
+		}
+		// Provisioned by an earlier release, which deleted the seed once the Node joined (or the
+		// machine is being deleted): powered on with whatever the BMC holds, as then.
+		r.event(h, "LiveBootWithoutSeed", "Power", "no seed to boot the live image of %s %s with: powering on with what the BMC holds", c.Consumer.Kind, c.Consumer.Name)
+		return ctrl.Result{}, true, nil
+	}
+	_, err := r.prepareBoot(ctx, s, sec)
+	switch {
+	case errors.Is(err, bmc.ErrConflict):
+		return ctrl.Result{RequeueAfter: r.PollInterval}, false, nil
+	case err != nil:
+		conditions.Set(h, metav1.Condition{Type: infrav1.BootPreparedCondition, Status: metav1.ConditionFalse, Reason: infrav1.BootPreparationFailedReason,
+			Message: "preparing the live image's boot before powering on: " + err.Error()})
+		return ctrl.Result{}, false, fmt.Errorf("preparing the live image's boot: %w", err)
+	}
+	now := metav1.NewTime(r.now())
+	h.Status.LiveBootIssuedAt = &now
+	if err := s.store(); err != nil {
+		return ctrl.Result{}, false, err // not known to be stored: no power-on this round
+	}
+	return ctrl.Result{}, true, nil
 }
 
 // bootStillWanted reads h from the API server: true while its claim is the one the boot was
@@ -552,8 +601,8 @@ func (r *Reconciler) powerOnOnce(ctx context.Context, s *scope) (ctrl.Result, er
 }
 
 func (r *Reconciler) provisioned(ctx context.Context, s *scope) (ctrl.Result, error) {
-	h := s.host
-	if c := h.Status.Claim; c == nil || c.Release {
+	h, c := s.host, s.host.Status.Claim
+	if c == nil || c.Release {
 		// The power-off follows in this round: the state is written with the round's status;
 		// unless a RedfishJob uses the BMC (one in a maintenance), read from the API server: a
 		// job started just before the release may not be in the cache yet. Its end wakes the host.
@@ -571,6 +620,11 @@ func (r *Reconciler) provisioned(ctx context.Context, s *scope) (ctrl.Result, er
 	}
 	// A provisioned host stays on, except while reboot requests (remediation, maintenance) hold it off.
 	on := len(h.Spec.RebootRequests) == 0
+	if on && s.power == bmc.PowerOff && !c.Image.EffectiveFormat().InstallsToDisk() {
+		if res, ok, err := r.prepareLiveBoot(ctx, s); !ok || err != nil {
+			return res, err
+		}
+	}
 	if err := r.keepPower(ctx, s, &on); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -592,6 +646,8 @@ func (r *Reconciler) deprovision(ctx context.Context, s *scope) (ctrl.Result, er
 	if err := s.bmc.EjectMedia(ctx, r.seedMediaMatch(h)); err != nil {
 		return ctrl.Result{}, err
 	}
+	c := h.Status.Claim
+	continuous := h.Status.BootIssuedAt != nil && c != nil && !c.Image.EffectiveFormat().InstallsToDisk() && c.BootMethod == infrav1.BootMethodVirtualMedia
 	if h.Status.Install != nil && h.Status.BootIssuedAt == nil {
 		// An install whose drive was not booted yet (failed, aborted, or released between its
 		// report and the drive boot): the deploy image (or installer) leaves, whatever URL it was
@@ -600,17 +656,22 @@ func (r *Reconciler) deprovision(ctx context.Context, s *scope) (ctrl.Result, er
 		if err := s.bmc.EjectMedia(ctx, ""); err != nil {
 			return ctrl.Result{}, err
 		}
+		continuous = true
+	}
+	if continuous {
+		// The Continuous override to the CD (the deploy image's, or a live image's) goes with
+		// the media it pointed at.
 		switch err := s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootNone}); {
 		case errors.Is(err, bmc.ErrNotSupported) || errors.Is(err, bmc.ErrRefused):
 			// The media are out: a CD override now boots nothing. Said, and the release goes on.
-			r.event(h, "BootOverrideKept", "Release", "the BMC refused clearing the boot override to the ejected deploy image (%s); it boots nothing now", err.Error())
+			r.event(h, "BootOverrideKept", "Release", "the BMC refused clearing the boot override to the ejected image (%s); it boots nothing now", err.Error())
 		case err != nil:
 			return ctrl.Result{RequeueAfter: r.PollInterval}, ignoreConflict(err)
 		}
 	}
-	h.Status.BootIssuedAt, h.Status.SoftPowerOffSentAt, h.Status.Install = nil, nil, nil
+	h.Status.BootIssuedAt, h.Status.LiveBootIssuedAt, h.Status.SoftPowerOffSentAt, h.Status.Install = nil, nil, nil, nil
 	// Cleaning is skipped only when the claim says so: a claim that is missing fails closed.
-	if c := h.Status.Claim; c == nil || c.AutomatedCleaningMode != infrav1.CleaningModeDisabled {
+	if c == nil || c.AutomatedCleaningMode != infrav1.CleaningModeDisabled {
 		// The erase starts in this round (an erase is safe to repeat, should the round's write
 		// of the state fail).
 		h.Status.State = infrav1.HostStateCleaning

@@ -229,7 +229,7 @@ func TestHostStateMachine(t *testing.T) {
 		{name: "available and claimed: provisioning starts in the same round, the boot stored, then the power-on",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateAvailable)},
 			bmc:  fakeBMC{power: bmc.PowerOff},
-			want: want{state: infrav1.HostStateProvisioning, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd)", "Reset(On)"}, condition: "BootPrepared=True/Ready",
+			want: want{state: infrav1.HostStateProvisioning, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd,Continuous)", "Reset(On)"}, condition: "BootPrepared=True/Ready",
 				check: func(t *testing.T, h *infrav1.RedfishHost) {
 					if h.Status.BootIssuedAt == nil {
 						t.Error("bootIssuedAt not recorded")
@@ -254,7 +254,7 @@ func TestHostStateMachine(t *testing.T) {
 		{name: "provisioning by virtual media: image and seed volume inserted, the boot stored, then the power-on",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning)},
 			bmc:  fakeBMC{power: bmc.PowerOff},
-			want: want{state: infrav1.HostStateProvisioning, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd)", "Reset(On)"}, condition: "BootPrepared=True/Ready",
+			want: want{state: infrav1.HostStateProvisioning, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd,Continuous)", "Reset(On)"}, condition: "BootPrepared=True/Ready",
 				check: func(t *testing.T, h *infrav1.RedfishHost) {
 					if h.Status.BootIssuedAt == nil {
 						t.Error("bootIssuedAt not recorded")
@@ -330,6 +330,46 @@ func TestHostStateMachine(t *testing.T) {
 			}},
 			bmc:  fakeBMC{power: bmc.PowerOff},
 			want: want{state: infrav1.HostStateProvisioned, requeue: check}},
+		// A live OS keeps nothing across a power-off: each power-on the provider sends boots the
+		// image with its seed, attached again whatever booted meanwhile.
+		{name: "provisioned live image found off: its ISO and seed volume attached again, the override to the CD, recorded, then powered on",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned = true }), booted},
+			bmc:  fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateProvisioned, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd,Continuous)", "Reset(On)"}, requeue: firstLook,
+				check: func(t *testing.T, h *infrav1.RedfishHost) {
+					if h.Status.LiveBootIssuedAt == nil {
+						t.Error("liveBootIssuedAt not recorded")
+					}
+				}}},
+		{name: "provisioned live image by PXE found off: the network boot set again, then powered on",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned, c.BootMethod = true, infrav1.BootMethodPXE }), booted},
+			bmc:  fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateProvisioned, calls: []string{"SetBootOverride(Pxe)", "Reset(On)"}, requeue: firstLook}},
+		{name: "provisioned live image found off, the BMC busy: nothing powered on, tried again soon",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned = true }), booted},
+			bmc:  fakeBMC{power: bmc.PowerOff, errs: map[string]error{"SetBootOverride": bmc.ErrConflict}},
+			want: want{state: infrav1.HostStateProvisioned, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd,Continuous)"}, requeue: poll,
+				check: func(t *testing.T, h *infrav1.RedfishHost) {
+					if h.Status.LiveBootIssuedAt != nil {
+						t.Error("a live boot was recorded")
+					}
+				}}},
+		{name: "provisioned disk image found off: powered on from its drive, no media",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) {
+				c.Provisioned, c.Image = true, &infrav1.Image{URL: "https://images.example/node.raw", Checksum: strings.Repeat("a", 64)}
+			}), booted},
+			bmc:  fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateProvisioned, calls: []string{"Reset(On)"}, requeue: firstLook}},
+		{name: "provisioning, the live image's Node joined: provisioned, its media kept",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning, func(c *infrav1.HostClaim) { c.Provisioned = true }), booted},
+			bmc:  fakeBMC{power: bmc.PowerOn},
+			want: want{state: infrav1.HostStateProvisioned}},
+		{name: "provisioning, the disk image's Node joined: provisioned, the seed volume ejected",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning, func(c *infrav1.HostClaim) {
+				c.Provisioned, c.Image = true, &infrav1.Image{URL: "https://images.example/node.raw", Checksum: strings.Repeat("a", 64)}
+			}), booted},
+			bmc:  fakeBMC{power: bmc.PowerOn},
+			want: want{state: infrav1.HostStateProvisioned, calls: []string{"EjectMedia(/v1/ns/m1/)"}}},
 		{name: "provisioned with a Hard reboot request: forced off",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned = true }), func(h *infrav1.RedfishHost) {
 				h.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "maintenance/bios", Mode: infrav1.RebootModeHard}}
@@ -426,10 +466,10 @@ func TestHostStateMachine(t *testing.T) {
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Release = true })},
 			bmc:  fakeBMC{power: bmc.PowerOn},
 			want: want{state: infrav1.HostStateDeprovisioning, calls: []string{"Reset(ForceOff)"}, requeue: firstLook}},
-		{name: "deprovisioning, off: the claim's media ejected, the erase started in the same round",
+		{name: "deprovisioning, off: the claim's media ejected, its Continuous override to them cleared, the erase started in the same round",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateDeprovisioning, func(c *infrav1.HostClaim) { c.Release = true }), booted},
 			bmc:  fakeBMC{power: bmc.PowerOff, eraseJobs: []bmc.EraseJob{{Drive: "/d/1", TaskURI: "/t/1"}}},
-			want: want{state: infrav1.HostStateCleaning, calls: []string{"EjectMedia(/v1/ns/m1/)", "EraseDrives"}, condition: "Cleaned=False/Erasing", requeue: firstLook,
+			want: want{state: infrav1.HostStateCleaning, calls: []string{"EjectMedia(/v1/ns/m1/)", "SetBootOverride(None)", "EraseDrives"}, condition: "Cleaned=False/Erasing", requeue: firstLook,
 				check: func(t *testing.T, h *infrav1.RedfishHost) {
 					if h.Status.BootIssuedAt != nil {
 						t.Error("bootIssuedAt kept")
@@ -538,10 +578,10 @@ func TestHostStateMachine(t *testing.T) {
 			host: []func(*infrav1.RedfishHost){serviceBoot(infrav1.HostStateAvailable, "")},
 			bmc:  fakeBMC{power: bmc.PowerOn},
 			want: want{state: infrav1.HostStateAvailable, calls: []string{"Reset(ForceOff)"}, requeue: firstLook}},
-		{name: "service boot of a host that is off: the image inserted, a Continuous override to the CD, recorded before the power-on",
+		{name: "service boot of a host that is off: every medium ejected, the image inserted alone, a Continuous override to the CD, recorded before the power-on",
 			host: []func(*infrav1.RedfishHost){serviceBoot(infrav1.HostStateAvailable, "")},
 			bmc:  fakeBMC{power: bmc.PowerOff},
-			want: want{state: infrav1.HostStateAvailable, calls: []string{"InsertMedia(diag.iso?sig=s3cret,)", "SetBootOverride(Cd,Continuous)"}, requeue: poll,
+			want: want{state: infrav1.HostStateAvailable, calls: []string{"EjectMedia", "InsertMedia(diag.iso?sig=s3cret,)", "SetBootOverride(Cd,Continuous)"}, requeue: poll,
 				check: func(t *testing.T, h *infrav1.RedfishHost) {
 					if sb := h.Status.ServiceBoot; sb == nil || sb.Image != "images.example/diag.iso" {
 						t.Errorf("status.serviceBoot %+v, want the image's host and path recorded", sb)
@@ -1227,7 +1267,7 @@ func TestTheProvisioningPowerOnIsSentOnceTheBootIsStoredInTheSameRound(t *testin
 	if _, err := r.Reconcile(t.Context(), req); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd)", "Reset(On)"}; !slices.Equal(f.calls, want) {
+	if want := []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd,Continuous)", "Reset(On)"}; !slices.Equal(f.calls, want) {
 		t.Fatalf("BMC calls %v, want %v in one round", f.calls, want)
 	}
 	// The power-on starts from the state the round read: a BMC whose reads take a second is not

@@ -72,8 +72,12 @@ func (r *Reconciler) waitForNode(ctx context.Context, s *scope) (ctrl.Result, er
 		}
 		*s.host = *h
 	}
-	if err := r.deleteSeed(ctx, rm); err != nil {
-		return ctrl.Result{}, err
+	// The seed goes once the Node joined, unless the image is live: a live OS keeps nothing across
+	// a power-off, and boots with its seed again on every power-on (it goes with the machine).
+	if s.host.Status.Claim.Image.EffectiveFormat().InstallsToDisk() {
+		if err := r.deleteSeed(ctx, rm); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	conditions.Set(rm, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason})
 	return ctrl.Result{}, nil

@@ -17,7 +17,8 @@ import (
 )
 
 // ensureSeed sets the providerID and writes the seed Secret the host boots with (a fresh token,
-// owned by the RedfishMachine). Once the Node joined the Secret is gone for good.
+// owned by the RedfishMachine). Once the Node of an image installed to disk joined, the Secret is
+// gone for good; a live image's stays until the machine is deleted (it is booted on every power-on).
 func (r *Reconciler) ensureSeed(ctx context.Context, s *scope) (ctrl.Result, error) {
 	rm := s.rm
 	if s.host == nil || s.host.Status.Claim == nil {

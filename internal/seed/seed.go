@@ -341,10 +341,29 @@ func (s *Server) bootstrapData(ctx context.Context, seed *corev1.Secret) ([]byte
 	return sec.Data["value"], format, nil
 }
 
+// LiveBootWindow is how long after the provider powered a provisioned live host on again
+// (status.liveBootIssuedAt) the iPXE endpoint answers for it.
+const LiveBootWindow = 10 * time.Minute
+
+// ipxeWindow says whether the iPXE endpoint answers for h now: from the moment its provisioning
+// boot was issued until its Node joined, and for LiveBootWindow after each later power-on of its
+// live image.
+func ipxeWindow(h *infrav1.RedfishHost, now time.Time) bool {
+	switch h.Status.State {
+	case infrav1.HostStateProvisioning:
+		return h.Status.BootIssuedAt != nil
+	case infrav1.HostStateProvisioned:
+		at := h.Status.LiveBootIssuedAt
+		return at != nil && !now.Before(at.Time) && now.Sub(at.Time) < LiveBootWindow
+	}
+	return false
+}
+
 // serveIPXE answers a network-booting host (PXE chained to iPXE) by its boot MAC with a script
 // that boots the image with the NoCloud seed on the kernel command line. It answers only for a
-// host whose claim boots by PXE, from the moment its boot was issued until its Node joined (the
-// seed Secret is gone then); 404 otherwise, without saying why. Requests are rate-limited per
+// host whose claim boots by PXE, from the moment its boot was issued until its Node joined, and
+// for a while after each power-on the provider sent a live node (see ipxeWindow); 404 otherwise,
+// without saying why. Requests are rate-limited per
 // source address: a MAC is no secret (it is in the host's spec and status), so the window and the
 // limit are what keep the token from anyone else on the provisioning network.
 func (s *Server) serveIPXE(w http.ResponseWriter, r *http.Request) {
@@ -360,7 +379,7 @@ func (s *Server) serveIPXE(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, h := range hosts.Items {
 		c := h.Status.Claim
-		if h.Status.State != infrav1.HostStateProvisioning || c == nil || c.BootMethod != infrav1.BootMethodPXE || h.Status.BootIssuedAt == nil {
+		if c == nil || c.BootMethod != infrav1.BootMethodPXE || !ipxeWindow(&h, time.Now()) {
 			continue
 		}
 		sec, err := s.seed(r.Context(), h.Namespace, c.Consumer.Name)

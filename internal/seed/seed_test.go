@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -175,6 +176,25 @@ func TestIPXEWindowClosesOnceTheNodeJoined(t *testing.T) {
 	}
 	if status, body := get(t, ts.URL+"/v1/ipxe/52:54:00:00:00:02"); status != 404 || strings.Contains(body, token) {
 		t.Errorf("after the seed Secret was deleted: %d %q, want 404 without the token", status, body)
+	}
+}
+
+// A live node boots its image with its seed on every power-on the provider sends: the window opens
+// again for LiveBootWindow after each, and only then.
+func TestIPXEWindowOpensAgainForALiveNodesPowerOn(t *testing.T) {
+	rebooting := provisioningHost("rebooting", "52:54:00:00:00:01", infrav1.BootMethodPXE, true)
+	rebooting.Status.State = infrav1.HostStateProvisioned
+	rebooting.Status.LiveBootIssuedAt = &metav1.Time{Time: time.Now().Add(-time.Minute)}
+	long := provisioningHost("long-ago", "52:54:00:00:00:02", infrav1.BootMethodPXE, true)
+	long.Status.State = infrav1.HostStateProvisioned
+	long.Status.LiveBootIssuedAt = &metav1.Time{Time: time.Now().Add(-LiveBootWindow - time.Minute)}
+	ts, _ := world(t, "", rebooting, long)
+	dir := Dir(ts.URL, "ns", "m1", token)
+	if status, body := get(t, ts.URL+"/v1/ipxe/52:54:00:00:00:01"); status != 200 || !strings.Contains(body, "s="+dir) {
+		t.Errorf("a live node powered on a minute ago got %d %q, want its script", status, body)
+	}
+	if status, body := get(t, ts.URL+"/v1/ipxe/52:54:00:00:00:02"); status != 404 || strings.Contains(body, token) {
+		t.Errorf("a live node powered on %s ago got %d %q, want 404 without the token", LiveBootWindow+time.Minute, status, body)
 	}
 }
 

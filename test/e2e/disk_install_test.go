@@ -23,6 +23,7 @@ import (
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/dev/sample"
 	"github.com/caprf/cluster-api-provider-redfish/internal/dev/simos"
+	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
 	"github.com/caprf/cluster-api-provider-redfish/simulator"
 )
 
@@ -146,6 +147,12 @@ var _ = Describe("Installing images to disk", func() {
 			start := time.Now()
 			b.waitRunning("nodes", fleetHosts)
 			GinkgoWriter.Printf("%d raw installs on %d profiles: %s\n", fleetHosts, len(mediaProfiles), time.Since(start).Round(time.Millisecond))
+			By("the seed of each disk-installed node deleted once its Node joined: the OS on the drive keeps what it read")
+			for _, m := range b.machines("nodes") {
+				Eventually(func() error {
+					return env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: seed.SecretName(m.Spec.InfrastructureRef.Name)}, &corev1.Secret{})
+				}).Should(MatchError(ContainSubstring("not found")), m.Name)
+			}
 
 			By("reporting where the time of a provisioning goes: raw install vs the live-ISO control plane")
 			reportPhases(b)

@@ -14,6 +14,7 @@ import (
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/dev/simos"
 	"github.com/caprf/cluster-api-provider-redfish/simulator"
 )
 
@@ -21,8 +22,24 @@ import (
 // firmware, a person at its web console.
 func resetFromOutside(s *simulator.Server, resetType string) {
 	GinkgoHelper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+s.SystemPath()+"/Actions/ComputerSystem.Reset",
-		bytes.NewBufferString(`{"ResetType":"`+resetType+`"}`))
+	postFromOutside(s, s.SystemPath()+"/Actions/ComputerSystem.Reset", `{"ResetType":"`+resetType+`"}`)
+}
+
+// ejectFromOutside ejects every virtual medium of a server as a person at the BMC's web console
+// would.
+func ejectFromOutside(s *simulator.Server) {
+	GinkgoHelper()
+	for slot, image := range s.Media() {
+		if image != "" {
+			postFromOutside(s, "/redfish/v1/Managers/BMC/VirtualMedia/"+slot+"/Actions/VirtualMedia.EjectMedia", `{}`)
+		}
+	}
+}
+
+// postFromOutside POSTs an action to a server's Redfish service with its credentials.
+func postFromOutside(s *simulator.Server, path, body string) {
+	GinkgoHelper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+path, bytes.NewBufferString(body))
 	Expect(err).NotTo(HaveOccurred())
 	req.Header.Set("Content-Type", "application/json")
 	req.SetBasicAuth(s.Credentials())
@@ -30,7 +47,7 @@ func resetFromOutside(s *simulator.Server, resetType string) {
 	resp, err := hc.Do(req)
 	Expect(err).NotTo(HaveOccurred())
 	defer resp.Body.Close()
-	Expect(resp.StatusCode).To(BeNumerically("<", 300), "reset %s answered %s", resetType, resp.Status)
+	Expect(resp.StatusCode).To(BeNumerically("<", 300), "POST %s answered %s", path, resp.Status)
 }
 
 var _ = Describe("A maintenance that boots an image", func() {
@@ -41,6 +58,7 @@ var _ = Describe("A maintenance that boots an image", func() {
 		server := b.server(host)
 		erasures := maps.Clone(server.DriveErasures())
 		const image = "http://images.example/fw-updater.iso"
+		bootsBefore := len(b.os.Booted(host)) // the live OS's provisioning boot
 
 		// Mode Reuse: the old Machine's Node still exists while the image runs, and the host's disks
 		// keep its installed OS: what must not come back mid-work.
@@ -56,13 +74,15 @@ var _ = Describe("A maintenance that boots an image", func() {
 		enabled, target, _, _ := server.BootOverride()
 		Expect([]string{enabled, target}).To(Equal([]string{"Continuous", "Cd"}))
 		Expect(slices.Collect(maps.Values(server.Media()))).To(ContainElement(image))
+		Expect(slices.Collect(maps.Values(server.Media()))).NotTo(ContainElement(HaveSuffix("/cidata.iso")), "the node's seed volume stayed beside the service image")
+		Expect(b.os.Fetched()[host]).To(HaveLen(1), "the service image ran the node's bootstrap data")
 
 		By("a reboot the BMC makes on its own: the image again, never the installed OS")
 		images := len(b.os.Booted(host))
 		Eventually(server.PowerState).Should(Equal("On"))
 		resetFromOutside(server, "ForceRestart")
 		Eventually(func() []string { return b.os.Booted(host) }).Should(HaveLen(images + 1))
-		Expect(b.os.Booted(host)).NotTo(ContainElement("disk"), "the host's own OS came back mid-work")
+		Expect(b.os.Booted(host)[bootsBefore:]).To(Equal([]string{image, image}), "the host's own OS came back mid-work")
 
 		By("completion: the image ejected, the override cleared, the replacement on the same host")
 		b.complete("nic-firmware")
@@ -74,6 +94,6 @@ var _ = Describe("A maintenance that boots an image", func() {
 		b.waitRunning("workers", 1)
 		Expect(b.hostOf(b.machines("workers")[0])).To(Equal(host))
 		Expect(server.DriveErasures()).To(Equal(erasures))
-		Expect(b.os.Booted(host)).NotTo(ContainElement("disk"))
+		Expect(b.os.Booted(host)[bootsBefore:]).To(Equal([]string{image, image, simos.LiveOS}), "after the image: only the replacement's provisioning boot, of its live OS with its seed")
 	})
 })

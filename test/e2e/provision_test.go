@@ -36,9 +36,8 @@ var _ = Describe("Provisioning", Label("provision"), func() {
 			Expect(env.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, node)).To(Succeed())
 			Expect(node.Spec.ProviderID).To(Equal(m.Spec.ProviderID))
 
-			By("the seed no longer being served once the Node joined")
-			Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: seed.SecretName(rm.Name)}, &corev1.Secret{})).
-				To(MatchError(ContainSubstring("not found")))
+			By("the seed kept once the Node joined: the live image boots with it on every power-on")
+			Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: seed.SecretName(rm.Name)}, &corev1.Secret{})).To(Succeed())
 		}
 
 		By("bootstrap data reaching exactly the claimed servers")

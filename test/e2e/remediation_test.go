@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -11,20 +13,41 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/dev/simos"
+	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
 )
 
 var _ = Describe("Remediation", Label("remediation"), func() {
-	It("power-cycles the host of an unhealthy Machine through a MachineHealthCheck's remediation template, and the same Machine recovers", func() {
+	It("power-cycles the host of an unhealthy live-ISO Machine through a MachineHealthCheck's remediation template; the host, found blank without its media, boots the ISO with its seed again and the same Machine recovers", Label("live-iso-reboot"), func() {
 		b := newBed("remedy", 3, nil)
 		b.waitHostsAvailable(3)
 		b.createCluster("remedy")
 		b.controlPlane()
-		b.template("workers", infrav1.RedfishMachineSpec{})
+		b.template("workers", infrav1.RedfishMachineSpec{}) // a live-iso image
 		b.machineDeployment("workers", "workers", 1)
 		b.waitRunning("workers", 1)
 		machine := b.machines("workers")[0]
 		server := b.server(b.hostOf(machine))
 		bootsBefore := server.Stats().Boots
+
+		By("the live node keeping its ISO and seed volume attached, the override on the CD, and its seed Secret, once its Node joined")
+		rm := &infrav1.RedfishMachine{}
+		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: machine.Spec.InfrastructureRef.Name}, rm)).To(Succeed())
+		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: seed.SecretName(rm.Name)}, &corev1.Secret{})).To(Succeed(), "the live node's seed was deleted: its next boot would come back blank")
+		attached := slices.Collect(maps.Values(server.Media()))
+		Expect(attached).To(ContainElement(HaveSuffix("/image")), "the ISO was ejected")
+		Expect(attached).To(ContainElement(HaveSuffix("/cidata.iso")), "the seed volume was ejected")
+		enabled, target, _, _ := server.BootOverride()
+		Expect([]string{enabled, target}).To(Equal([]string{"Continuous", "Cd"}))
+		Expect(b.os.Booted(server.ID())).To(Equal([]string{simos.LiveOS}))
+		fetched := b.os.Fetched()[server.ID()]
+		Expect(fetched).To(HaveLen(1))
+
+		By("the live node booted without its media (ejected at the BMC's console, then reset there) coming back blank")
+		ejectFromOutside(server)
+		resetFromOutside(server, "ForceRestart")
+		Eventually(func() []string { return b.os.Booted(server.ID()) }).Should(Equal([]string{simos.LiveOS, simos.Blank}))
+		Expect(b.os.Fetched()[server.ID()]).To(HaveLen(1))
 
 		createRebootMHC(b, "workers")
 
@@ -58,5 +81,12 @@ var _ = Describe("Remediation", Label("remediation"), func() {
 		h := &infrav1.RedfishHost{}
 		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: server.ID()}, h)).To(Succeed())
 		Expect(h.Spec.RebootRequests).To(BeEmpty())
+		Expect(h.Status.LiveBootIssuedAt).NotTo(BeNil())
+
+		By("the remediation's power-on having attached the ISO and its seed again and booted them: cloud-init ran the same bootstrap data again")
+		Expect(b.os.Booted(server.ID())).To(Equal([]string{simos.LiveOS, simos.Blank, simos.LiveOS}), "the remediation's power-on did not boot the live image")
+		Expect(b.os.Fetched()[server.ID()]).To(Equal([]string{fetched[0], fetched[0]}))
+		attached = slices.Collect(maps.Values(server.Media()))
+		Expect(attached).To(ContainElements(HaveSuffix("/image"), HaveSuffix("/cidata.iso")))
 	})
 })

@@ -5,8 +5,9 @@
 // from its kernel command line (ds=nocloud-net;s=…, set by the iPXE script its firmware chained
 // to); booted by UEFI HTTP, it takes the seed next to the URI it was booted from (which EFI
 // exposes). It reads meta-data and user-data, and its "kubelet" registers a Node with the
-// providerID from meta-data in the workload cluster. Booting from disk later brings the same Node
-// back to Ready.
+// providerID from meta-data in the workload cluster. A live image runs from RAM and keeps nothing:
+// only another boot of the image with its seed brings its Node back; booted from its drives
+// instead, the server finds no OS (Blank). An image written to a drive (disk.go) comes back from it.
 package simos
 
 import (
@@ -46,17 +47,16 @@ type OS struct {
 	// nil: the system's. Set it before Attach.
 	RootCAs *x509.CertPool
 
-	mu        sync.Mutex
-	fetched   map[string][]string // server -> bootstrap data it fetched, in order
-	installed map[string]string   // server -> Node name
-	booted    map[string][]string // server -> what each boot ran: "disk", or the live image's URL
-	servers   map[string]*simulator.Server
-	errs      []error
+	mu      sync.Mutex
+	fetched map[string][]string // server -> bootstrap data it fetched, in order
+	booted  map[string][]string // server -> what each boot ran (see Booted)
+	servers map[string]*simulator.Server
+	errs    []error
 }
 
 // New returns a simulated OS writing Nodes with c.
 func New(c client.Client) *OS {
-	return &OS{Client: c, InstallTime: 2 * time.Second, fetched: map[string][]string{}, installed: map[string]string{}, booted: map[string][]string{}, servers: map[string]*simulator.Server{}}
+	return &OS{Client: c, InstallTime: 2 * time.Second, fetched: map[string][]string{}, booted: map[string][]string{}, servers: map[string]*simulator.Server{}}
 }
 
 // Attach makes every server of the fleet run this OS.
@@ -80,8 +80,10 @@ func (o *OS) Fetched() map[string][]string {
 	return out
 }
 
-// Booted returns what each boot of a server ran that was not an installation: "disk" (the
-// installed OS, if any) or the URL of a live image booted from a CD with no seed volume beside it.
+// Booted returns what each boot of a server ran: LiveOS (a live image with its seed), the URL of
+// a live image booted from a CD with no seed volume beside it (a service image), Blank (drives
+// holding no OS), BIOSSetup, or what disk.go records (Deploy, Installer, DiskImage:<drive>,
+// NotBootable).
 func (o *OS) Booted(server string) []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -107,8 +109,16 @@ func (o *OS) fail(err error) {
 	o.errs = append(o.errs, err)
 }
 
-// BIOSSetup is what Booted lists for a boot into the firmware's setup screen.
-const BIOSSetup = "bios-setup"
+const (
+	// BIOSSetup is what Booted lists for a boot into the firmware's setup screen.
+	BIOSSetup = "bios-setup"
+	// LiveOS is what Booted lists for a boot of a live OS image with its seed (from the CD, by
+	// PXE or by UEFI HTTP): cloud-init runs the bootstrap data, the kubelet registers its Node.
+	LiveOS = "live-os"
+	// Blank is what Booted lists for a boot from drives that hold no OS: nothing starts, no Node
+	// comes back (what a live node becomes when it is booted without its media).
+	Blank = "blank"
+)
 
 func (o *OS) boot(e simulator.BootEvent) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second+o.BootTime)
@@ -118,7 +128,9 @@ func (o *OS) boot(e simulator.BootEvent) {
 	switch e.Target {
 	case "Cd":
 		if e.MediaImage == "" {
-			return // no provisioning media: nothing to install
+			// An empty CD: the firmware goes on to the next device in its boot order, the drives.
+			o.diskBoot(ctx, e)
+			return
 		}
 		switch o.kindOf(ctx, e.MediaImage) {
 		case kindDeploy:
@@ -165,9 +177,9 @@ func (o *OS) boot(e simulator.BootEvent) {
 		return
 	}
 	md := parseMeta(meta)
+	o.record(e.ServerID, LiveOS)
 	o.mu.Lock()
 	o.fetched[e.ServerID] = append(o.fetched[e.ServerID], userData)
-	o.installed[e.ServerID] = md["local-hostname"]
 	o.mu.Unlock()
 	time.Sleep(o.BootTime)
 	if err := o.registerNode(ctx, md["local-hostname"], md["provider-id"], e); err != nil {
@@ -175,31 +187,16 @@ func (o *OS) boot(e simulator.BootEvent) {
 	}
 }
 
-// diskBoot is a boot from the drives: an OS image written there starts (see imageBoot); else a
-// reboot into the OS a live image "installed" brings its Node back to Ready.
+// diskBoot is a boot from the drives: an OS image written there starts (see imageBoot); drives
+// holding none start nothing. A live image "installs" nothing: booted from its drives, a live
+// node is blank, and its Node stays as the power-off left it.
 func (o *OS) diskBoot(ctx context.Context, e simulator.BootEvent) {
-	if done, err := o.imageBoot(ctx, e); done || err != nil {
-		if err != nil {
-			o.fail(fmt.Errorf("%s: booting from disk: %w", e.ServerID, err))
-		}
-		return
+	done, err := o.imageBoot(ctx, e)
+	if err != nil {
+		o.fail(fmt.Errorf("%s: booting from disk: %w", e.ServerID, err))
 	}
-	o.record(e.ServerID, "disk")
-	o.mu.Lock()
-	name := o.installed[e.ServerID]
-	o.mu.Unlock()
-	if name == "" {
-		return
-	}
-	time.Sleep(o.BootTime)
-	node := &corev1.Node{}
-	if err := o.Client.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
-		return // the Node was deleted: nothing to bring back
-	}
-	before := node.DeepCopy()
-	setReady(node, e)
-	if err := o.Client.Status().Patch(ctx, node, client.MergeFrom(before)); err != nil {
-		o.fail(fmt.Errorf("%s: Node ready after reboot: %w", e.ServerID, err))
+	if !done && err == nil {
+		o.record(e.ServerID, Blank)
 	}
 }
 
