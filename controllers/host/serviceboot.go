@@ -49,10 +49,11 @@ func (r *Reconciler) serviceBoot(ctx context.Context, s *scope) (bool, ctrl.Resu
 		if s.power != bmc.PowerOff {
 			return true, ctrl.Result{RequeueAfter: r.PollInterval}, ignoreConflict(r.reset(ctx, s, bmc.ResetForceOff))
 		}
-		// Alone: a live OS's image and seed volume (attached for its every boot) leave first, so
-		// that the service image neither boots beside the node's bootstrap data nor finds it.
-		// They come back before the provider next powers the live node on.
-		if err := s.bmc.EjectMedia(ctx, ""); err != nil {
+		// Without the claim's media: a live OS's image and seed volume (attached for its every
+		// boot) leave first, so that the service image neither boots beside the node's bootstrap
+		// data nor finds it. They come back before the provider next powers the live node on.
+		// Media the seed server did not provide (an operator's) stay.
+		if err := s.bmc.EjectMedia(ctx, r.seedMediaMatch(h)); err != nil {
 			return true, ctrl.Result{}, err
 		}
 		if err := s.bmc.InsertMedia(ctx, want.Image, ""); err != nil {

@@ -578,10 +578,14 @@ func TestHostStateMachine(t *testing.T) {
 			host: []func(*infrav1.RedfishHost){serviceBoot(infrav1.HostStateAvailable, "")},
 			bmc:  fakeBMC{power: bmc.PowerOn},
 			want: want{state: infrav1.HostStateAvailable, calls: []string{"Reset(ForceOff)"}, requeue: firstLook}},
-		{name: "service boot of a host that is off: every medium ejected, the image inserted alone, a Continuous override to the CD, recorded before the power-on",
+		{name: "service boot of a provisioned live host that is off: the claim's ISO and seed volume ejected, the image inserted, a Continuous override to the CD",
+			host: []func(*infrav1.RedfishHost){serviceBoot(infrav1.HostStateProvisioned, "")},
+			bmc:  fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateProvisioned, calls: []string{"EjectMedia(/v1/ns/m1/)", "InsertMedia(diag.iso?sig=s3cret,)", "SetBootOverride(Cd,Continuous)"}, requeue: poll}},
+		{name: "service boot of a host that is off: the seed server's media ejected, the image inserted, a Continuous override to the CD, recorded before the power-on",
 			host: []func(*infrav1.RedfishHost){serviceBoot(infrav1.HostStateAvailable, "")},
 			bmc:  fakeBMC{power: bmc.PowerOff},
-			want: want{state: infrav1.HostStateAvailable, calls: []string{"EjectMedia", "InsertMedia(diag.iso?sig=s3cret,)", "SetBootOverride(Cd,Continuous)"}, requeue: poll,
+			want: want{state: infrav1.HostStateAvailable, calls: []string{"EjectMedia(http://seed.example)", "InsertMedia(diag.iso?sig=s3cret,)", "SetBootOverride(Cd,Continuous)"}, requeue: poll,
 				check: func(t *testing.T, h *infrav1.RedfishHost) {
 					if sb := h.Status.ServiceBoot; sb == nil || sb.Image != "images.example/diag.iso" {
 						t.Errorf("status.serviceBoot %+v, want the image's host and path recorded", sb)
