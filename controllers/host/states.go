@@ -413,9 +413,10 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, erro
 		return res, nil
 	}
 	if c.Provisioned {
-		if c.Image.EffectiveFormat().InstallsToDisk() {
-			// The seed volume leaves once the Node joined: the OS on the drive keeps what it
-			// read. A live image keeps its media: it needs them on every boot.
+		if c.BootMethod != infrav1.BootMethodPXE {
+			// The seed volume (and a live OS image) leave once the Node joined: the seed server
+			// no longer serves them. A live image is attached again for each later power-on the
+			// provider sends (see prepareLiveBoot).
 			if err := s.bmc.EjectMedia(ctx, r.seedMediaMatch(h)); err != nil {
 				return ctrl.Result{}, err
 			}
@@ -510,14 +511,12 @@ func (r *Reconciler) prepareBoot(ctx context.Context, s *scope, sec *corev1.Secr
 		}
 		return "the seed volume in the BMC's virtual media", s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootUefiHTTP, HTTPBootURI: image})
 	}
-	// The live OS image in the CD, the per-claim NoCloud volume (label cidata) in a second device:
-	// a prebuilt image finds its seed by the volume label, knowing no URL. Both stay attached and
-	// the override stays on the CD: a live OS keeps nothing across a reboot, so every boot, the
-	// OS's own reboots too, runs the image with its seed again.
+	// The OS image in the CD, the per-claim NoCloud volume (label cidata) in a second device: a
+	// prebuilt image finds its seed by the volume label, knowing no URL.
 	if err := s.bmc.InsertMedia(ctx, image, volume); err != nil {
 		return "", err
 	}
-	return "the image and the seed volume stay attached, booted on every power-on", s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootCd, Continuous: true})
+	return "", s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootCd})
 }
 
 // noSeedSlotMessage says why a BMC without a device for the seed volume cannot boot the claim.
@@ -530,11 +529,17 @@ func noSeedSlotMessage(c *infrav1.HostClaim) string {
 
 // prepareLiveBoot makes the power-on of a provisioned live host boot its image with its seed
 // again, whatever booted since (a maintenance's service image, a BIOS setup boot, an operator's
-// media): the media and the override are prepared as for the provisioning boot, and the boot is
-// recorded in status.liveBootIssuedAt before the power-on is sent. False (with the result to
-// return) when the power-on must wait: a RedfishJob uses the BMC, or the BMC is busy.
+// media): the media and the override are prepared as for the provisioning boot, the boot is
+// recorded in status.liveBootIssuedAt (which opens the seed server's window for it), and the host
+// is read again from the API server before the power-on, as for the provisioning boot. False
+// (with the result to return) when the power-on must not be sent this round.
 func (r *Reconciler) prepareLiveBoot(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	h, c := s.host, s.host.Status.Claim
+	if v, ok := r.lastReset.Load(client.ObjectKeyFromObject(h)); ok {
+		if last := v.(sentReset); last.t == bmc.ResetOn && r.now().Sub(last.at) < r.PollInterval {
+			return ctrl.Result{}, true, nil // powered on moments ago (the BMC may still say Off): prepared then
+		}
+	}
 	if running, err := r.jobRunning(ctx, h, "power-on"); err != nil || running {
 		return ctrl.Result{RequeueAfter: r.CheckInterval}, false, err // the job's end wakes the host
 	}
@@ -543,9 +548,13 @@ func (r *Reconciler) prepareLiveBoot(ctx context.Context, s *scope) (ctrl.Result
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, false, err
 		}
-		// Provisioned by an earlier release, which deleted the seed once the Node joined (or the
-		// machine is being deleted): powered on with whatever the BMC holds, as then.
-		r.event(h, "LiveBootWithoutSeed", "Power", "no seed to boot the live image of %s %s with: powering on with what the BMC holds", c.Consumer.Kind, c.Consumer.Name)
+		// A machine being deleted removes its seed before it releases the host: no power-on
+		// then. Otherwise the node was provisioned by an earlier release, which deleted the seed
+		// once the Node joined: powered on with whatever the BMC holds, as then.
+		if deleting, err := r.consumerGoing(ctx, h); err != nil || deleting {
+			return ctrl.Result{RequeueAfter: r.PollInterval}, false, err
+		}
+		r.event(h, "LiveBootWithoutSeed", "Power", "no seed to boot the live image of %s %s with (provisioned before live images kept it): powering on with what the BMC holds", c.Consumer.Kind, c.Consumer.Name)
 		return ctrl.Result{}, true, nil
 	}
 	_, err := r.prepareBoot(ctx, s, sec)
@@ -557,12 +566,30 @@ func (r *Reconciler) prepareLiveBoot(ctx context.Context, s *scope) (ctrl.Result
 			Message: "preparing the live image's boot before powering on: " + err.Error()})
 		return ctrl.Result{}, false, fmt.Errorf("preparing the live image's boot: %w", err)
 	}
+	conditions.Set(h, metav1.Condition{Type: infrav1.BootPreparedCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason,
+		Message: fmt.Sprintf("%s boot of the live image prepared again for %s %s", c.BootMethod, c.Consumer.Kind, c.Consumer.Name)})
 	now := metav1.NewTime(r.now())
 	h.Status.LiveBootIssuedAt = &now
 	if err := s.store(); err != nil {
 		return ctrl.Result{}, false, err // not known to be stored: no power-on this round
 	}
+	// What changed while the boot was prepared (a release, a reboot request, a pause, a deletion)
+	// comes before the power-on: the next round, which the change wakes, sees it.
+	if wanted, err := r.bootStillWanted(ctx, h); err != nil || !wanted {
+		return ctrl.Result{RequeueAfter: r.PollInterval}, false, err
+	}
 	return ctrl.Result{}, true, nil
+}
+
+// consumerGoing reads the claim's RedfishMachine from the API server: true when it is gone or
+// being deleted.
+func (r *Reconciler) consumerGoing(ctx context.Context, h *infrav1.RedfishHost) (bool, error) {
+	c := h.Status.Claim
+	rm := &infrav1.RedfishMachine{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: h.Namespace, Name: c.Consumer.Name}, rm); err != nil {
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	}
+	return !rm.DeletionTimestamp.IsZero(), nil
 }
 
 // bootStillWanted reads h from the API server: true while its claim is the one the boot was
@@ -646,8 +673,6 @@ func (r *Reconciler) deprovision(ctx context.Context, s *scope) (ctrl.Result, er
 	if err := s.bmc.EjectMedia(ctx, r.seedMediaMatch(h)); err != nil {
 		return ctrl.Result{}, err
 	}
-	c := h.Status.Claim
-	continuous := h.Status.BootIssuedAt != nil && c != nil && !c.Image.EffectiveFormat().InstallsToDisk() && c.BootMethod == infrav1.BootMethodVirtualMedia
 	if h.Status.Install != nil && h.Status.BootIssuedAt == nil {
 		// An install whose drive was not booted yet (failed, aborted, or released between its
 		// report and the drive boot): the deploy image (or installer) leaves, whatever URL it was
@@ -656,22 +681,17 @@ func (r *Reconciler) deprovision(ctx context.Context, s *scope) (ctrl.Result, er
 		if err := s.bmc.EjectMedia(ctx, ""); err != nil {
 			return ctrl.Result{}, err
 		}
-		continuous = true
-	}
-	if continuous {
-		// The Continuous override to the CD (the deploy image's, or a live image's) goes with
-		// the media it pointed at.
 		switch err := s.bmc.SetBootOverride(ctx, bmc.BootOverride{Target: bmc.BootNone}); {
 		case errors.Is(err, bmc.ErrNotSupported) || errors.Is(err, bmc.ErrRefused):
 			// The media are out: a CD override now boots nothing. Said, and the release goes on.
-			r.event(h, "BootOverrideKept", "Release", "the BMC refused clearing the boot override to the ejected image (%s); it boots nothing now", err.Error())
+			r.event(h, "BootOverrideKept", "Release", "the BMC refused clearing the boot override to the ejected deploy image (%s); it boots nothing now", err.Error())
 		case err != nil:
 			return ctrl.Result{RequeueAfter: r.PollInterval}, ignoreConflict(err)
 		}
 	}
 	h.Status.BootIssuedAt, h.Status.LiveBootIssuedAt, h.Status.SoftPowerOffSentAt, h.Status.Install = nil, nil, nil, nil
 	// Cleaning is skipped only when the claim says so: a claim that is missing fails closed.
-	if c == nil || c.AutomatedCleaningMode != infrav1.CleaningModeDisabled {
+	if c := h.Status.Claim; c == nil || c.AutomatedCleaningMode != infrav1.CleaningModeDisabled {
 		// The erase starts in this round (an erase is safe to repeat, should the round's write
 		// of the state fail).
 		h.Status.State = infrav1.HostStateCleaning

@@ -186,6 +186,7 @@ func TestHostStateMachine(t *testing.T) {
 		rm     func(*infrav1.RedfishMachine) // the claim's consumer m1
 		bmc    fakeBMC
 		getErr error
+		sentOn bool // a power-on was sent to the host moments before the round
 		want   want
 	}{
 		{name: "registering: the BMC answers, the host is inspected in the same round and offered",
@@ -229,7 +230,7 @@ func TestHostStateMachine(t *testing.T) {
 		{name: "available and claimed: provisioning starts in the same round, the boot stored, then the power-on",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateAvailable)},
 			bmc:  fakeBMC{power: bmc.PowerOff},
-			want: want{state: infrav1.HostStateProvisioning, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd,Continuous)", "Reset(On)"}, condition: "BootPrepared=True/Ready",
+			want: want{state: infrav1.HostStateProvisioning, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd)", "Reset(On)"}, condition: "BootPrepared=True/Ready",
 				check: func(t *testing.T, h *infrav1.RedfishHost) {
 					if h.Status.BootIssuedAt == nil {
 						t.Error("bootIssuedAt not recorded")
@@ -254,7 +255,7 @@ func TestHostStateMachine(t *testing.T) {
 		{name: "provisioning by virtual media: image and seed volume inserted, the boot stored, then the power-on",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning)},
 			bmc:  fakeBMC{power: bmc.PowerOff},
-			want: want{state: infrav1.HostStateProvisioning, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd,Continuous)", "Reset(On)"}, condition: "BootPrepared=True/Ready",
+			want: want{state: infrav1.HostStateProvisioning, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd)", "Reset(On)"}, condition: "BootPrepared=True/Ready",
 				check: func(t *testing.T, h *infrav1.RedfishHost) {
 					if h.Status.BootIssuedAt == nil {
 						t.Error("bootIssuedAt not recorded")
@@ -335,12 +336,21 @@ func TestHostStateMachine(t *testing.T) {
 		{name: "provisioned live image found off: its ISO and seed volume attached again, the override to the CD, recorded, then powered on",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned = true }), booted},
 			bmc:  fakeBMC{power: bmc.PowerOff},
-			want: want{state: infrav1.HostStateProvisioned, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd,Continuous)", "Reset(On)"}, requeue: firstLook,
+			want: want{state: infrav1.HostStateProvisioned, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd)", "Reset(On)"}, requeue: firstLook,
 				check: func(t *testing.T, h *infrav1.RedfishHost) {
 					if h.Status.LiveBootIssuedAt == nil {
 						t.Error("liveBootIssuedAt not recorded")
 					}
 				}}},
+		{name: "provisioned live image found off, a power-on sent moments ago (the BMC still says Off): not prepared again",
+			host:   []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned = true }), booted},
+			bmc:    fakeBMC{power: bmc.PowerOff},
+			sentOn: true,
+			want: want{state: infrav1.HostStateProvisioned, check: func(t *testing.T, h *infrav1.RedfishHost) {
+				if h.Status.LiveBootIssuedAt != nil {
+					t.Error("a live boot was recorded again")
+				}
+			}}},
 		{name: "provisioned live image by PXE found off: the network boot set again, then powered on",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned, c.BootMethod = true, infrav1.BootMethodPXE }), booted},
 			bmc:  fakeBMC{power: bmc.PowerOff},
@@ -348,7 +358,7 @@ func TestHostStateMachine(t *testing.T) {
 		{name: "provisioned live image found off, the BMC busy: nothing powered on, tried again soon",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned = true }), booted},
 			bmc:  fakeBMC{power: bmc.PowerOff, errs: map[string]error{"SetBootOverride": bmc.ErrConflict}},
-			want: want{state: infrav1.HostStateProvisioned, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd,Continuous)"}, requeue: poll,
+			want: want{state: infrav1.HostStateProvisioned, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd)"}, requeue: poll,
 				check: func(t *testing.T, h *infrav1.RedfishHost) {
 					if h.Status.LiveBootIssuedAt != nil {
 						t.Error("a live boot was recorded")
@@ -360,14 +370,8 @@ func TestHostStateMachine(t *testing.T) {
 			}), booted},
 			bmc:  fakeBMC{power: bmc.PowerOff},
 			want: want{state: infrav1.HostStateProvisioned, calls: []string{"Reset(On)"}, requeue: firstLook}},
-		{name: "provisioning, the live image's Node joined: provisioned, its media kept",
+		{name: "provisioning, the live image's Node joined: provisioned, the claim's media ejected (the seed is no longer served)",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning, func(c *infrav1.HostClaim) { c.Provisioned = true }), booted},
-			bmc:  fakeBMC{power: bmc.PowerOn},
-			want: want{state: infrav1.HostStateProvisioned}},
-		{name: "provisioning, the disk image's Node joined: provisioned, the seed volume ejected",
-			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioning, func(c *infrav1.HostClaim) {
-				c.Provisioned, c.Image = true, &infrav1.Image{URL: "https://images.example/node.raw", Checksum: strings.Repeat("a", 64)}
-			}), booted},
 			bmc:  fakeBMC{power: bmc.PowerOn},
 			want: want{state: infrav1.HostStateProvisioned, calls: []string{"EjectMedia(/v1/ns/m1/)"}}},
 		{name: "provisioned with a Hard reboot request: forced off",
@@ -466,10 +470,10 @@ func TestHostStateMachine(t *testing.T) {
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Release = true })},
 			bmc:  fakeBMC{power: bmc.PowerOn},
 			want: want{state: infrav1.HostStateDeprovisioning, calls: []string{"Reset(ForceOff)"}, requeue: firstLook}},
-		{name: "deprovisioning, off: the claim's media ejected, its Continuous override to them cleared, the erase started in the same round",
+		{name: "deprovisioning, off: the claim's media ejected, the erase started in the same round",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateDeprovisioning, func(c *infrav1.HostClaim) { c.Release = true }), booted},
 			bmc:  fakeBMC{power: bmc.PowerOff, eraseJobs: []bmc.EraseJob{{Drive: "/d/1", TaskURI: "/t/1"}}},
-			want: want{state: infrav1.HostStateCleaning, calls: []string{"EjectMedia(/v1/ns/m1/)", "SetBootOverride(None)", "EraseDrives"}, condition: "Cleaned=False/Erasing", requeue: firstLook,
+			want: want{state: infrav1.HostStateCleaning, calls: []string{"EjectMedia(/v1/ns/m1/)", "EraseDrives"}, condition: "Cleaned=False/Erasing", requeue: firstLook,
 				check: func(t *testing.T, h *infrav1.RedfishHost) {
 					if h.Status.BootIssuedAt != nil {
 						t.Error("bootIssuedAt kept")
@@ -658,6 +662,9 @@ func TestHostStateMachine(t *testing.T) {
 			f := tc.bmc
 			r := &Reconciler{Client: c, APIReader: c, BMCs: fakeBMCs{bmc: &f, err: tc.getErr}, SeedBaseURL: "http://seed.example",
 				PollInterval: poll, RetryInterval: retry, CheckInterval: check, OrphanGracePeriod: 2 * time.Minute, RestoreGracePeriod: 2 * time.Minute}
+			if tc.sentOn {
+				r.lastReset.Store(client.ObjectKeyFromObject(h), sentReset{t: bmc.ResetOn, at: time.Now()})
+			}
 			req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
 			res, err := r.Reconcile(context.Background(), req)
 			if err != nil {
@@ -1271,7 +1278,7 @@ func TestTheProvisioningPowerOnIsSentOnceTheBootIsStoredInTheSameRound(t *testin
 	if _, err := r.Reconcile(t.Context(), req); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd,Continuous)", "Reset(On)"}; !slices.Equal(f.calls, want) {
+	if want := []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd)", "Reset(On)"}; !slices.Equal(f.calls, want) {
 		t.Fatalf("BMC calls %v, want %v in one round", f.calls, want)
 	}
 	// The power-on starts from the state the round read: a BMC whose reads take a second is not
@@ -1296,15 +1303,24 @@ func TestTheProvisioningPowerOnIsSentOnceTheBootIsStoredInTheSameRound(t *testin
 func TestAChangeWhileTheBootIsPreparedComesBeforeThePowerOn(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
+		live   bool // the boot of a provisioned live image, prepared again before a power-on
 		change func(h *infrav1.RedfishHost)
 	}{
-		{"claim released", func(h *infrav1.RedfishHost) { h.Status.Claim.Release = true }},
-		{"reboot request", func(h *infrav1.RedfishHost) {
+		{"claim released", false, func(h *infrav1.RedfishHost) { h.Status.Claim.Release = true }},
+		{"reboot request", false, func(h *infrav1.RedfishHost) {
 			h.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "maintenance/bios"}}
+		}},
+		{"live image, claim released", true, func(h *infrav1.RedfishHost) { h.Status.Claim.Release = true }},
+		{"live image, reboot request", true, func(h *infrav1.RedfishHost) {
+			h.Spec.RebootRequests = []infrav1.RebootRequest{{Requestor: "remediation/m1"}}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := claimedHost(infrav1.HostStateProvisioning)
+			if tc.live {
+				h = claimedHost(infrav1.HostStateProvisioned)
+				h.Status.Claim.Provisioned = true
+			}
 			c := newFakeClient(t, h, nil)
 			f := &fakeBMC{power: bmc.PowerOff}
 			f.preparing = func() {
@@ -1334,19 +1350,58 @@ func TestAChangeWhileTheBootIsPreparedComesBeforeThePowerOn(t *testing.T) {
 }
 
 // A boot that could not be stored is not sent: a power-on without status.bootIssuedAt could be
-// followed by a second boot of the same claim.
+// followed by a second boot of the same claim; one without status.liveBootIssuedAt would find the
+// seed server's window closed.
 func TestNoPowerOnWhenTheBootCouldNotBeStored(t *testing.T) {
-	h := claimedHost(infrav1.HostStateProvisioning)
-	c := &writeLog{Client: newFakeClient(t, h, nil)}
-	f := &fakeBMC{power: bmc.PowerOff}
-	r := reconcilerFor(c, f)
-	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
-	c.statusErr = errors.New("etcd is unavailable")
-	if _, err := r.Reconcile(t.Context(), req); err == nil {
-		t.Error("the round reported no error")
+	for _, live := range []bool{false, true} {
+		h := claimedHost(infrav1.HostStateProvisioning)
+		if live {
+			h = claimedHost(infrav1.HostStateProvisioned)
+			h.Status.Claim.Provisioned = true
+		}
+		c := &writeLog{Client: newFakeClient(t, h, nil)}
+		f := &fakeBMC{power: bmc.PowerOff}
+		r := reconcilerFor(c, f)
+		req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
+		c.statusErr = errors.New("etcd is unavailable")
+		if _, err := r.Reconcile(t.Context(), req); err == nil {
+			t.Errorf("live %v: the round reported no error", live)
+		}
+		if slices.Contains(f.calls, "Reset(On)") {
+			t.Errorf("live %v: BMC calls %v: powered on with the boot not stored", live, f.calls)
+		}
 	}
-	if slices.Contains(f.calls, "Reset(On)") {
-		t.Errorf("BMC calls %v: powered on with the boot not stored", f.calls)
+}
+
+// A live node whose seed is gone is powered on only when its machine stays: provisioned by an
+// earlier release (which deleted the seed at the join), as then; a machine being deleted removes
+// its seed before it releases the host, and that host is not powered on meanwhile.
+func TestALiveNodeWithoutItsSeedIsPoweredOnOnlyWhenItsMachineStays(t *testing.T) {
+	for _, deleting := range []bool{false, true} {
+		h := claimedHost(infrav1.HostStateProvisioned)
+		h.Status.Claim.Provisioned = true
+		c := newFakeClient(t, h, func(rm *infrav1.RedfishMachine) {
+			rm.Finalizers = []string{"redfishmachine.infrastructure.cluster.x-k8s.io"}
+		})
+		if err := c.Delete(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: seed.SecretName("m1")}}); err != nil {
+			t.Fatal(err)
+		}
+		if deleting {
+			if err := c.Delete(t.Context(), &infrav1.RedfishMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m1"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f := &fakeBMC{power: bmc.PowerOff}
+		if _, err := reconcilerFor(c, f).Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"Reset(On)"}
+		if deleting {
+			want = nil
+		}
+		if !slices.Equal(f.calls, want) {
+			t.Errorf("machine deleting %v: BMC calls %v, want %v", deleting, f.calls, want)
+		}
 	}
 }
 

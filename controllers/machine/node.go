@@ -21,8 +21,8 @@ import (
 const nodeRecheck = 30 * time.Second
 
 // waitForNode waits for the Node with the machine's providerID to join the workload cluster,
-// then reports the machine provisioned with the Node's addresses, tells the host its claim is
-// provisioned, and stops serving the seed.
+// then reports the machine provisioned with the Node's addresses and tells the host its claim is
+// provisioned, which ends the seed server's serving of the seed; a disk image's seed is deleted.
 func (r *Reconciler) waitForNode(ctx context.Context, s *scope) (ctrl.Result, error) {
 	rm := s.rm
 	if p := rm.Status.Initialization.Provisioned; p != nil && *p && s.host.Status.Claim.Provisioned {

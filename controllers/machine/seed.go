@@ -64,6 +64,7 @@ func (r *Reconciler) ensureSeed(ctx context.Context, s *scope) (ctrl.Result, err
 			seed.KeyInstanceID:      []byte(s.machine.UID),
 			seed.KeyImageURL:        []byte(rm.Spec.Image.URL),
 			seed.KeyBootMAC:         []byte(s.host.Spec.BootMACAddress),
+			seed.KeyHost:            []byte(s.host.Name),
 		},
 	}
 	if img := rm.Spec.Image; img.EffectiveFormat().InstallsToDisk() {

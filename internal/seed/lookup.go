@@ -46,12 +46,12 @@ type readSeed struct {
 }
 
 // seedTTL bounds how long a seed Secret read is kept in memory (it holds the claim's token): a
-// seed deleted when the Node joined is not served longer than that even by a replica whose
-// watch stalled.
+// seed deleted when the Node joined (or its machine) is not served longer than that even by a
+// replica whose watch stalled.
 const seedTTL = 30 * time.Second
 
-// lookup returns the seed Secret of machine when token is its token, nil otherwise (never saying
-// which part was wrong).
+// lookup returns the seed Secret of machine when token is its token and the seed is servable now
+// (see Servable), nil otherwise (never saying which part was wrong).
 func (s *Server) lookup(ctx context.Context, ns, machine, token string) (*corev1.Secret, error) {
 	sec, sum, err := s.seedAndToken(ctx, ns, machine)
 	if sec == nil || err != nil {
@@ -59,6 +59,20 @@ func (s *Server) lookup(ctx context.Context, ns, machine, token string) (*corev1
 	}
 	got := sha256.Sum256([]byte(token))
 	if subtle.ConstantTimeCompare(sum[:], got[:]) != 1 {
+		return nil, nil
+	}
+	host := string(sec.Data[KeyHost])
+	if host == "" {
+		return sec, nil // written before seeds named their host: deleted at the join, as then
+	}
+	h := &infrav1.RedfishHost{}
+	if err := s.Hosts.Get(ctx, client.ObjectKey{Namespace: ns, Name: host}, h); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if !Servable(h, machine, time.Now()) {
 		return nil, nil
 	}
 	return sec, nil

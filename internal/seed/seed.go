@@ -1,8 +1,9 @@
 // Package seed serves each machine's bootstrap data to its host in forms real images consume:
 // a cloud-init NoCloud-net seed (meta-data, user-data, vendor-data) and an Ignition config, plus
 // the provisioning image itself (a redirect), all under a per-claim URL with an unguessable token.
-// The token lives only in a Secret owned by the RedfishMachine, which is deleted once the Node
-// joined: from then on the URLs answer 404.
+// The token lives only in a Secret owned by the RedfishMachine. The URLs answer 404 once the Node
+// joined: a disk image's seed is deleted then; a live image's is kept for its later boots and
+// served again only for a while after each power-on the provider sends it (see Servable).
 package seed
 
 import (
@@ -39,6 +40,9 @@ const (
 	KeyInstanceID      = "instanceID"
 	KeyImageURL        = "imageURL"
 	KeyBootMAC         = "bootMAC"
+	// KeyHost names the RedfishHost the seed boots: the seed server serves it only within that
+	// host's windows (see Servable).
+	KeyHost = "host"
 	// Of a disk image (raw, qcow2): what the deploy script writes where.
 	KeyImageFormat   = "imageFormat"
 	KeyChecksum      = "checksum"
@@ -343,7 +347,7 @@ func (s *Server) bootstrapData(ctx context.Context, seed *corev1.Secret) ([]byte
 
 // LiveBootWindow is how long after the provider powered a provisioned live host on again
 // (status.liveBootIssuedAt) the iPXE endpoint answers for it.
-const LiveBootWindow = 10 * time.Minute
+const LiveBootWindow = 20 * time.Minute
 
 // ipxeWindow says whether the iPXE endpoint answers for h now: from the moment its provisioning
 // boot was issued until its Node joined, and for LiveBootWindow after each later power-on of its
@@ -353,10 +357,31 @@ func ipxeWindow(h *infrav1.RedfishHost, now time.Time) bool {
 	case infrav1.HostStateProvisioning:
 		return h.Status.BootIssuedAt != nil
 	case infrav1.HostStateProvisioned:
-		at := h.Status.LiveBootIssuedAt
-		return at != nil && !now.Before(at.Time) && now.Sub(at.Time) < LiveBootWindow
+		return liveBootWindow(h, now)
 	}
 	return false
+}
+
+// liveBootWindow says whether now is within LiveBootWindow of the last power-on the provider sent
+// h's live image.
+func liveBootWindow(h *infrav1.RedfishHost, now time.Time) bool {
+	at := h.Status.LiveBootIssuedAt
+	return at != nil && !now.Before(at.Time) && now.Sub(at.Time) < LiveBootWindow
+}
+
+// Servable says whether the seed of machine, booting host h, is served now: while h's claim by
+// machine provisions (until its Node joined), then only for LiveBootWindow after each power-on
+// the provider sent its live image (a live image's seed is kept for those; a disk image's is
+// deleted at the join). Never for a host another machine claims, or none.
+func Servable(h *infrav1.RedfishHost, machine string, now time.Time) bool {
+	c := h.Status.Claim
+	switch {
+	case c == nil || c.Consumer.Name != machine || c.Release:
+		return false
+	case !c.Provisioned:
+		return true
+	}
+	return liveBootWindow(h, now)
 }
 
 // serveIPXE answers a network-booting host (PXE chained to iPXE) by its boot MAC with a script

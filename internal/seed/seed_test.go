@@ -159,8 +159,8 @@ func TestIPXEScriptOfIgnitionBootstrapDataPointsIgnitionAtItsConfig(t *testing.T
 	}
 }
 
-// The window ends when the Node joins: the machine controller deletes the seed Secret then, and
-// the host is Provisioned; either closes it.
+// The window ends when the Node joins: the host is Provisioned then (and a disk image's seed
+// Secret deleted); either closes it.
 func TestIPXEWindowClosesOnceTheNodeJoined(t *testing.T) {
 	done := provisioningHost("done", "52:54:00:00:00:01", infrav1.BootMethodPXE, true)
 	done.Status.State = infrav1.HostStateProvisioned
@@ -177,6 +177,60 @@ func TestIPXEWindowClosesOnceTheNodeJoined(t *testing.T) {
 	if status, body := get(t, ts.URL+"/v1/ipxe/52:54:00:00:00:02"); status != 404 || strings.Contains(body, token) {
 		t.Errorf("after the seed Secret was deleted: %d %q, want 404 without the token", status, body)
 	}
+}
+
+// A seed naming its host is served while the host's claim by its machine provisions; once the Node
+// joined only for LiveBootWindow after each power-on the provider sent a live node; never for a
+// host another machine claims.
+func TestASeedIsServedOnlyWithinItsHostsWindows(t *testing.T) {
+	ts, c := world(t, "", provisioningHost("h1", "52:54:00:00:00:01", infrav1.BootMethodVirtualMedia, true))
+	sec := &corev1.Secret{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: SecretName("m1")}, sec); err != nil {
+		t.Fatal(err)
+	}
+	sec.Data[KeyHost] = []byte("h1")
+	if err := c.Update(t.Context(), sec); err != nil {
+		t.Fatal(err)
+	}
+	dir := Dir(ts.URL, "ns", "m1", token)
+	host := func(edit func(h *infrav1.RedfishHost)) {
+		t.Helper()
+		h := &infrav1.RedfishHost{}
+		if err := c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: "h1"}, h); err != nil {
+			t.Fatal(err)
+		}
+		edit(h)
+		if err := c.Update(t.Context(), h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	served := func(when string, want bool) {
+		t.Helper()
+		for _, f := range []string{"user-data", "cidata.iso", "image"} {
+			status, body := get(t, dir+f)
+			if ok := status < 400; ok != want || (!want && strings.Contains(body, "kubeadm")) {
+				t.Errorf("%s: GET %s answered %d, want served %v", when, f, status, want)
+			}
+		}
+	}
+	served("while its host provisions", true)
+	host(func(h *infrav1.RedfishHost) {
+		h.Status.State, h.Status.Claim.Provisioned = infrav1.HostStateProvisioned, true
+	})
+	served("once its Node joined", false)
+	host(func(h *infrav1.RedfishHost) {
+		h.Status.LiveBootIssuedAt = &metav1.Time{Time: time.Now().Add(-time.Minute)}
+	})
+	served("a minute after a power-on of the live image", true)
+	host(func(h *infrav1.RedfishHost) {
+		h.Status.LiveBootIssuedAt = &metav1.Time{Time: time.Now().Add(-LiveBootWindow - time.Second)}
+	})
+	served("once the window after that power-on closed", false)
+	host(func(h *infrav1.RedfishHost) {
+		h.Status.LiveBootIssuedAt = &metav1.Time{Time: time.Now()}
+		h.Status.Claim.Consumer.Name = "m2"
+	})
+	served("for a host another machine claims", false)
 }
 
 // A live node boots its image with its seed on every power-on the provider sends: the window opens
