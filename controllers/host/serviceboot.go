@@ -49,10 +49,9 @@ func (r *Reconciler) serviceBoot(ctx context.Context, s *scope) (bool, ctrl.Resu
 		if s.power != bmc.PowerOff {
 			return true, ctrl.Result{RequeueAfter: r.PollInterval}, ignoreConflict(r.reset(ctx, s, bmc.ResetForceOff))
 		}
-		// Without the claim's media: a live OS's image and seed volume (attached for its every
-		// boot) leave first, so that the service image neither boots beside the node's bootstrap
-		// data nor finds it. They come back before the provider next powers the live node on.
-		// Media the seed server did not provide (an operator's) stay.
+		// Without the claim's media: a live image and its seed volume, attached for a live boot,
+		// leave first, so that the service image neither boots beside the node's bootstrap data
+		// nor finds it. Media the seed server did not provide (an operator's) stay.
 		if err := s.bmc.EjectMedia(ctx, r.seedMediaMatch(h)); err != nil {
 			return true, ctrl.Result{}, err
 		}

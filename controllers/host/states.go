@@ -527,12 +527,17 @@ func noSeedSlotMessage(c *infrav1.HostClaim) string {
 	return "This BMC offers a single virtual media device: the OS image and the seed volume cannot both be attached. Boot this host by PXE or UefiHttp (bootMethod), which carry the seed URL instead"
 }
 
-// prepareLiveBoot makes the power-on of a provisioned live host boot its image with its seed
-// again, whatever booted since (a maintenance's service image, a BIOS setup boot, an operator's
-// media): the media and the override are prepared as for the provisioning boot, the boot is
-// recorded in status.liveBootIssuedAt (which opens the seed server's window for it), and the host
-// is read again from the API server before the power-on, as for the provisioning boot. False
-// (with the result to return) when the power-on must not be sent this round.
+// prepareLiveBoot makes the power-on of a provisioned live host (after a reboot remediation, an
+// operator's reboot request, or found off) boot its image with its seed again, whatever the BMC
+// held since (a BIOS setup boot, an operator's media). In two rounds:
+//   - the boot is recorded first: the seed gets a new token (one read earlier, from the BMC's
+//     media settings or a PXE node's command line, fetches nothing any more) and
+//     status.liveBootIssuedAt is stored, which opens the seed server's window for it before any
+//     medium names it (a BMC may fetch an image when it is inserted);
+//   - the next round (the status change wakes it) attaches the media and sets the override as for
+//     the provisioning boot, reads the host again from the API server, and lets the power-on go.
+//
+// False (with the result to return) when the power-on must not be sent this round.
 func (r *Reconciler) prepareLiveBoot(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
 	h, c := s.host, s.host.Status.Claim
 	if v, ok := r.lastReset.Load(client.ObjectKeyFromObject(h)); ok {
@@ -554,13 +559,36 @@ func (r *Reconciler) prepareLiveBoot(ctx context.Context, s *scope) (ctrl.Result
 		if deleting, err := r.consumerGoing(ctx, h); err != nil || deleting {
 			return ctrl.Result{RequeueAfter: r.PollInterval}, false, err
 		}
-		r.event(h, "LiveBootWithoutSeed", "Power", "no seed to boot the live image of %s %s with (provisioned before live images kept it): powering on with what the BMC holds", c.Consumer.Kind, c.Consumer.Name)
+		r.event(h, "LiveBootWithoutSeed", "Power", "no seed to boot the live image of %s %s with (provisioned before live images kept it, or deleted): powering on with what the BMC holds", c.Consumer.Kind, c.Consumer.Name)
 		return ctrl.Result{}, true, nil
+	}
+	if at := h.Status.LiveBootIssuedAt; at == nil || r.now().Sub(at.Time) > seed.LiveBootWindow/2 {
+		// No boot recorded, or one whose window is half gone: a new one, recorded before any
+		// medium or override names the seed.
+		token, err := seed.NewToken()
+		if err != nil {
+			return ctrl.Result{}, false, err
+		}
+		before := sec.DeepCopy()
+		sec.Data[seed.KeyToken] = []byte(token)
+		if err := r.Client.Patch(ctx, sec, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, false, fmt.Errorf("renewing the live seed's token: %w", err)
+		}
+		now := metav1.NewTime(r.now())
+		h.Status.LiveBootIssuedAt = &now
+		if err := s.store(); err != nil {
+			h.Status.LiveBootIssuedAt = at // not known to be stored: not written by the round's closing write either
+			return ctrl.Result{}, false, err
+		}
+		return ctrl.Result{RequeueAfter: r.PollInterval}, false, nil // the status change wakes the next round
 	}
 	_, err := r.prepareBoot(ctx, s, sec)
 	switch {
 	case errors.Is(err, bmc.ErrConflict):
 		return ctrl.Result{RequeueAfter: r.PollInterval}, false, nil
+	case errors.Is(err, bmc.ErrNoSeedSlot):
+		conditions.Set(h, metav1.Condition{Type: infrav1.BootPreparedCondition, Status: metav1.ConditionFalse, Reason: infrav1.NoSeedMediaSlotReason, Message: noSeedSlotMessage(c)})
+		return ctrl.Result{RequeueAfter: r.RetryInterval}, false, nil
 	case err != nil:
 		conditions.Set(h, metav1.Condition{Type: infrav1.BootPreparedCondition, Status: metav1.ConditionFalse, Reason: infrav1.BootPreparationFailedReason,
 			Message: "preparing the live image's boot before powering on: " + err.Error()})
@@ -568,17 +596,30 @@ func (r *Reconciler) prepareLiveBoot(ctx context.Context, s *scope) (ctrl.Result
 	}
 	conditions.Set(h, metav1.Condition{Type: infrav1.BootPreparedCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason,
 		Message: fmt.Sprintf("%s boot of the live image prepared again for %s %s", c.BootMethod, c.Consumer.Kind, c.Consumer.Name)})
-	now := metav1.NewTime(r.now())
-	h.Status.LiveBootIssuedAt = &now
-	if err := s.store(); err != nil {
-		return ctrl.Result{}, false, err // not known to be stored: no power-on this round
-	}
 	// What changed while the boot was prepared (a release, a reboot request, a pause, a deletion)
 	// comes before the power-on: the next round, which the change wakes, sees it.
 	if wanted, err := r.bootStillWanted(ctx, h); err != nil || !wanted {
 		return ctrl.Result{RequeueAfter: r.PollInterval}, false, err
 	}
 	return ctrl.Result{}, true, nil
+}
+
+// endLiveBoot ejects the media of a live boot whose window has closed (the host is on: the image
+// booted or never will): the seed server no longer serves them, and the BMC holds no URL with the
+// token any more.
+func (r *Reconciler) endLiveBoot(ctx context.Context, s *scope) error {
+	h, c := s.host, s.host.Status.Claim
+	at := h.Status.LiveBootIssuedAt
+	if at == nil || s.power != bmc.PowerOn || r.now().Sub(at.Time) < seed.LiveBootWindow {
+		return nil
+	}
+	if c.BootMethod != infrav1.BootMethodPXE {
+		if err := s.bmc.EjectMedia(ctx, r.seedMediaMatch(h)); err != nil {
+			return err
+		}
+	}
+	h.Status.LiveBootIssuedAt = nil
+	return nil
 }
 
 // consumerGoing reads the claim's RedfishMachine from the API server: true when it is gone or
@@ -647,9 +688,14 @@ func (r *Reconciler) provisioned(ctx context.Context, s *scope) (ctrl.Result, er
 	}
 	// A provisioned host stays on, except while reboot requests (remediation, maintenance) hold it off.
 	on := len(h.Spec.RebootRequests) == 0
-	if on && s.power == bmc.PowerOff && !c.Image.EffectiveFormat().InstallsToDisk() {
-		if res, ok, err := r.prepareLiveBoot(ctx, s); !ok || err != nil {
-			return res, err
+	if !c.Image.EffectiveFormat().InstallsToDisk() {
+		if on && s.power == bmc.PowerOff {
+			if res, ok, err := r.prepareLiveBoot(ctx, s); !ok || err != nil {
+				return res, err
+			}
+		}
+		if err := r.endLiveBoot(ctx, s); err != nil {
+			return ctrl.Result{}, err
 		}
 	}
 	if err := r.keepPower(ctx, s, &on); err != nil {

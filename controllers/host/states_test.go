@@ -42,10 +42,11 @@ type fakeBMC struct {
 	tasks      map[string]*bmc.Task
 	inProgress int
 	calls      []string
-	resetting  func() // when set, runs as a reset is sent
-	preparing  func() // when set, runs as a boot override is set
-	powerReads int    // reads of the power state: PowerState, and Reset (which reads it again)
-	follows    bool   // when set, an accepted reset moves the power state as a server would
+	resetting  func()   // when set, runs as a reset is sent
+	preparing  func()   // when set, runs as a boot override is set
+	powerReads int      // reads of the power state: PowerState, and Reset (which reads it again)
+	follows    bool     // when set, an accepted reset moves the power state as a server would
+	inserted   []string // the URLs of every InsertMedia
 }
 
 func (f *fakeBMC) call(method, arg string) error {
@@ -95,6 +96,7 @@ func (f *fakeBMC) SetBootOverride(_ context.Context, o bmc.BootOverride) error {
 	return f.call("SetBootOverride", string(o.Target))
 }
 func (f *fakeBMC) InsertMedia(_ context.Context, image, seed string) error {
+	f.inserted = append(f.inserted, image, seed)
 	return f.call("InsertMedia", lastPart(image)+","+lastPart(seed))
 }
 func (f *fakeBMC) EjectMedia(_ context.Context, match string) error {
@@ -167,6 +169,9 @@ func TestHostStateMachine(t *testing.T) {
 		firstLook = poll / 4
 	)
 	booted := func(h *infrav1.RedfishHost) { now := metav1.Now(); h.Status.BootIssuedAt = &now }
+	liveBooted := func(ago time.Duration) func(*infrav1.RedfishHost) {
+		return func(h *infrav1.RedfishHost) { h.Status.LiveBootIssuedAt = &metav1.Time{Time: time.Now().Add(-ago)} }
+	}
 	erasing := func(tasks ...string) func(*infrav1.RedfishHost) {
 		return func(h *infrav1.RedfishHost) {
 			h.Status.Erase = &infrav1.EraseStatus{StartedAt: metav1.Now(), Drives: []string{"/d/1", "/d/2"}, Tasks: tasks}
@@ -333,37 +338,53 @@ func TestHostStateMachine(t *testing.T) {
 			want: want{state: infrav1.HostStateProvisioned, requeue: check}},
 		// A live OS keeps nothing across a power-off: each power-on the provider sends boots the
 		// image with its seed, attached again whatever booted meanwhile.
-		{name: "provisioned live image found off: its ISO and seed volume attached again, the override to the CD, recorded, then powered on",
+		{name: "provisioned live image found off, no live boot recorded: the boot recorded first (the seed server's window opened), no medium named yet",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned = true }), booted},
 			bmc:  fakeBMC{power: bmc.PowerOff},
-			want: want{state: infrav1.HostStateProvisioned, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd)", "Reset(On)"}, requeue: firstLook,
+			want: want{state: infrav1.HostStateProvisioned, requeue: poll,
 				check: func(t *testing.T, h *infrav1.RedfishHost) {
-					if h.Status.LiveBootIssuedAt == nil {
-						t.Error("liveBootIssuedAt not recorded")
+					if at := h.Status.LiveBootIssuedAt; at == nil || time.Since(at.Time) > time.Minute {
+						t.Errorf("liveBootIssuedAt %v, want now", at)
 					}
 				}}},
+		{name: "provisioned live image found off, a live boot recorded half a window ago: recorded anew first",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned = true }), booted, liveBooted(seed.LiveBootWindow/2 + time.Minute)},
+			bmc:  fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateProvisioned, requeue: poll,
+				check: func(t *testing.T, h *infrav1.RedfishHost) {
+					if at := h.Status.LiveBootIssuedAt; at == nil || time.Since(at.Time) > time.Minute {
+						t.Errorf("liveBootIssuedAt %v, want now", at)
+					}
+				}}},
+		{name: "provisioned live image found off, its boot recorded: the ISO and seed volume attached again, the override to the CD, then powered on",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned = true }), booted, liveBooted(time.Second)},
+			bmc:  fakeBMC{power: bmc.PowerOff},
+			want: want{state: infrav1.HostStateProvisioned, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd)", "Reset(On)"}, requeue: firstLook, condition: "BootPrepared=True/Ready"}},
 		{name: "provisioned live image found off, a power-on sent moments ago (the BMC still says Off): not prepared again",
-			host:   []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned = true }), booted},
+			host:   []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned = true }), booted, liveBooted(time.Second)},
 			bmc:    fakeBMC{power: bmc.PowerOff},
 			sentOn: true,
-			want: want{state: infrav1.HostStateProvisioned, check: func(t *testing.T, h *infrav1.RedfishHost) {
-				if h.Status.LiveBootIssuedAt != nil {
-					t.Error("a live boot was recorded again")
-				}
-			}}},
-		{name: "provisioned live image by PXE found off: the network boot set again, then powered on",
-			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned, c.BootMethod = true, infrav1.BootMethodPXE }), booted},
+			want:   want{state: infrav1.HostStateProvisioned}},
+		{name: "provisioned live image by PXE found off, its boot recorded: the network boot set again, then powered on",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned, c.BootMethod = true, infrav1.BootMethodPXE }), booted, liveBooted(time.Second)},
 			bmc:  fakeBMC{power: bmc.PowerOff},
 			want: want{state: infrav1.HostStateProvisioned, calls: []string{"SetBootOverride(Pxe)", "Reset(On)"}, requeue: firstLook}},
-		{name: "provisioned live image found off, the BMC busy: nothing powered on, tried again soon",
-			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned = true }), booted},
+		{name: "provisioned live image found off, its boot recorded, the BMC busy: nothing powered on, tried again soon",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned = true }), booted, liveBooted(time.Second)},
 			bmc:  fakeBMC{power: bmc.PowerOff, errs: map[string]error{"SetBootOverride": bmc.ErrConflict}},
-			want: want{state: infrav1.HostStateProvisioned, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd)"}, requeue: poll,
-				check: func(t *testing.T, h *infrav1.RedfishHost) {
-					if h.Status.LiveBootIssuedAt != nil {
-						t.Error("a live boot was recorded")
-					}
-				}}},
+			want: want{state: infrav1.HostStateProvisioned, calls: []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd)"}, requeue: poll}},
+		{name: "provisioned live image on, its boot's window closed: its media ejected, the boot record cleared",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned = true }), booted, liveBooted(seed.LiveBootWindow + time.Second)},
+			bmc:  fakeBMC{power: bmc.PowerOn},
+			want: want{state: infrav1.HostStateProvisioned, calls: []string{"EjectMedia(/v1/ns/m1/)"}, check: func(t *testing.T, h *infrav1.RedfishHost) {
+				if h.Status.LiveBootIssuedAt != nil {
+					t.Error("liveBootIssuedAt kept")
+				}
+			}}},
+		{name: "provisioned live image on, its boot's window still open: its media stay",
+			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned = true }), booted, liveBooted(time.Minute)},
+			bmc:  fakeBMC{power: bmc.PowerOn},
+			want: want{state: infrav1.HostStateProvisioned, requeue: check}},
 		{name: "provisioned disk image found off: powered on from its drive, no media",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) {
 				c.Provisioned, c.Image = true, &infrav1.Image{URL: "https://images.example/node.raw", Checksum: strings.Repeat("a", 64)}
@@ -1320,6 +1341,7 @@ func TestAChangeWhileTheBootIsPreparedComesBeforeThePowerOn(t *testing.T) {
 			if tc.live {
 				h = claimedHost(infrav1.HostStateProvisioned)
 				h.Status.Claim.Provisioned = true
+				h.Status.LiveBootIssuedAt = &metav1.Time{Time: time.Now()} // recorded: this round prepares and powers on
 			}
 			c := newFakeClient(t, h, nil)
 			f := &fakeBMC{power: bmc.PowerOff}
@@ -1370,6 +1392,36 @@ func TestNoPowerOnWhenTheBootCouldNotBeStored(t *testing.T) {
 		if slices.Contains(f.calls, "Reset(On)") {
 			t.Errorf("live %v: BMC calls %v: powered on with the boot not stored", live, f.calls)
 		}
+	}
+}
+
+// A live boot gets a new token before anything names its seed: one read earlier (from the BMC's
+// media settings, a PXE node's command line) fetches nothing any more; the media then name the new one.
+func TestALiveBootRenewsTheSeedsTokenBeforeItsMediaNameIt(t *testing.T) {
+	h := claimedHost(infrav1.HostStateProvisioned)
+	h.Status.Claim.Provisioned = true
+	c := newFakeClient(t, h, nil)
+	f := &fakeBMC{power: bmc.PowerOff}
+	r := reconcilerFor(c, f)
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(h)}
+	for range 2 {
+		if _, err := r.Reconcile(t.Context(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sec := &corev1.Secret{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: seed.SecretName("m1")}, sec); err != nil {
+		t.Fatal(err)
+	}
+	token := string(sec.Data[seed.KeyToken])
+	if token == "tok" || len(token) != 64 {
+		t.Fatalf("the seed's token %q was not renewed", token)
+	}
+	if !slices.Equal(f.calls, []string{"InsertMedia(image,cidata.iso)", "SetBootOverride(Cd)", "Reset(On)"}) {
+		t.Errorf("BMC calls %v", f.calls)
+	}
+	if len(f.inserted) == 0 || !strings.Contains(f.inserted[0], "/"+token+"/") {
+		t.Errorf("media inserted %v, want URLs with the renewed token", f.inserted)
 	}
 }
 

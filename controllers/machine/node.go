@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
 )
 
 // nodeRecheck is how often a machine waiting for its Node looks again. Only a safety net: the
@@ -73,12 +74,30 @@ func (r *Reconciler) waitForNode(ctx context.Context, s *scope) (ctrl.Result, er
 		*s.host = *h
 	}
 	// The seed goes once the Node joined, unless the image is live: a live OS keeps nothing across
-	// a power-off, and boots with its seed again on every power-on (it goes with the machine).
-	if s.host.Status.Claim.Image.EffectiveFormat().InstallsToDisk() {
+	// a power-off, and boots with its seed again on every power-on the provider sends (the seed
+	// server serves it only then; it goes with the machine). A seed written before seeds named
+	// their host goes too: the seed server could not tell when to serve it.
+	keep, err := r.liveSeed(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !keep {
 		if err := r.deleteSeed(ctx, rm); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 	conditions.Set(rm, metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason})
 	return ctrl.Result{}, nil
+}
+
+// liveSeed says whether the machine's seed is kept past the join: a live image's, naming its host.
+func (r *Reconciler) liveSeed(ctx context.Context, s *scope) (bool, error) {
+	if s.host.Status.Claim.Image.EffectiveFormat().InstallsToDisk() {
+		return false, nil
+	}
+	sec := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.rm.Namespace, Name: seed.SecretName(s.rm.Name)}, sec); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return len(sec.Data[seed.KeyHost]) > 0, nil
 }

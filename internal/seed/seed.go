@@ -345,28 +345,30 @@ func (s *Server) bootstrapData(ctx context.Context, seed *corev1.Secret) ([]byte
 	return sec.Data["value"], format, nil
 }
 
-// LiveBootWindow is how long after the provider powered a provisioned live host on again
-// (status.liveBootIssuedAt) the iPXE endpoint answers for it.
+// LiveBootWindow is how long after the provider recorded a boot of a provisioned live host's image
+// (status.liveBootIssuedAt) its seed is served again, the iPXE script included: the BMC fetches the
+// media, the firmware POSTs (minutes on a large server), cloud-init reads the seed.
 const LiveBootWindow = 20 * time.Minute
 
 // ipxeWindow says whether the iPXE endpoint answers for h now: from the moment its provisioning
 // boot was issued until its Node joined, and for LiveBootWindow after each later power-on of its
 // live image.
 func ipxeWindow(h *infrav1.RedfishHost, now time.Time) bool {
-	switch h.Status.State {
-	case infrav1.HostStateProvisioning:
-		return h.Status.BootIssuedAt != nil
-	case infrav1.HostStateProvisioned:
-		return liveBootWindow(h, now)
+	c := h.Status.Claim
+	switch {
+	case c == nil || c.Release:
+		return false
+	case !c.Provisioned:
+		return h.Status.State == infrav1.HostStateProvisioning && h.Status.BootIssuedAt != nil
 	}
-	return false
+	return liveBootWindow(h, now)
 }
 
-// liveBootWindow says whether now is within LiveBootWindow of the last power-on the provider sent
-// h's live image.
+// liveBootWindow says whether now is within LiveBootWindow of the last boot the provider recorded
+// for h's live image (a minute of clock skew between replicas allowed before it).
 func liveBootWindow(h *infrav1.RedfishHost, now time.Time) bool {
 	at := h.Status.LiveBootIssuedAt
-	return at != nil && !now.Before(at.Time) && now.Sub(at.Time) < LiveBootWindow
+	return at != nil && !now.Before(at.Add(-time.Minute)) && now.Sub(at.Time) < LiveBootWindow
 }
 
 // Servable says whether the seed of machine, booting host h, is served now: while h's claim by

@@ -237,10 +237,10 @@ func TestASeedIsServedOnlyWithinItsHostsWindows(t *testing.T) {
 // again for LiveBootWindow after each, and only then.
 func TestIPXEWindowOpensAgainForALiveNodesPowerOn(t *testing.T) {
 	rebooting := provisioningHost("rebooting", "52:54:00:00:00:01", infrav1.BootMethodPXE, true)
-	rebooting.Status.State = infrav1.HostStateProvisioned
+	rebooting.Status.State, rebooting.Status.Claim.Provisioned = infrav1.HostStateProvisioned, true
 	rebooting.Status.LiveBootIssuedAt = &metav1.Time{Time: time.Now().Add(-time.Minute)}
 	long := provisioningHost("long-ago", "52:54:00:00:00:02", infrav1.BootMethodPXE, true)
-	long.Status.State = infrav1.HostStateProvisioned
+	long.Status.State, long.Status.Claim.Provisioned = infrav1.HostStateProvisioned, true
 	long.Status.LiveBootIssuedAt = &metav1.Time{Time: time.Now().Add(-LiveBootWindow - time.Minute)}
 	ts, _ := world(t, "", rebooting, long)
 	dir := Dir(ts.URL, "ns", "m1", token)

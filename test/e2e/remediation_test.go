@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"maps"
+	"net/http"
 	"slices"
 	"time"
 
@@ -33,7 +34,10 @@ var _ = Describe("Remediation", Label("remediation"), func() {
 		By("the live node's seed Secret kept once its Node joined (for its next boot), its media ejected (the seed is no longer served)")
 		rm := &infrav1.RedfishMachine{}
 		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: machine.Spec.InfrastructureRef.Name}, rm)).To(Succeed())
-		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: seed.SecretName(rm.Name)}, &corev1.Secret{})).To(Succeed(), "the live node's seed was deleted: its next boot would come back blank")
+		seedSecret := &corev1.Secret{}
+		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: seed.SecretName(rm.Name)}, seedSecret)).To(Succeed(), "the live node's seed was deleted: its next boot would come back blank")
+		oldVolume := seed.CIDataURL(seedBaseURL, b.ns, rm.Name, string(seedSecret.Data[seed.KeyToken]))
+		Expect(httpStatusOf(oldVolume)).To(Equal(http.StatusNotFound), "the seed is served after the join")
 		Eventually(func() []string { return slices.Collect(maps.Values(server.Media())) }).Should(HaveEach(BeEmpty()))
 		Expect(b.os.Booted(server.ID())).To(Equal([]string{simos.LiveOS}))
 		fetched := b.os.Fetched()[server.ID()]
@@ -82,5 +86,13 @@ var _ = Describe("Remediation", Label("remediation"), func() {
 		Expect(b.os.Booted(server.ID())).To(Equal([]string{simos.LiveOS, simos.Blank, simos.LiveOS}), "the remediation's power-on did not boot the live image")
 		Expect(b.os.Fetched()[server.ID()]).To(Equal([]string{fetched[0], fetched[0]}))
 		Expect(slices.Collect(maps.Values(server.Media()))).To(ContainElements(HaveSuffix("/image"), HaveSuffix("/cidata.iso")))
+
+		By("the live boot having renewed the seed's token: the old one fetches nothing, the new one is served during the boot's window")
+		Expect(env.Get(ctx, client.ObjectKeyFromObject(seedSecret), seedSecret)).To(Succeed())
+		newVolume := seed.CIDataURL(seedBaseURL, b.ns, rm.Name, string(seedSecret.Data[seed.KeyToken]))
+		Expect(newVolume).NotTo(Equal(oldVolume))
+		Expect(slices.Collect(maps.Values(server.Media()))).To(ContainElement(newVolume))
+		Expect(httpStatusOf(oldVolume)).To(Equal(http.StatusNotFound))
+		Expect(httpStatusOf(newVolume)).To(Equal(http.StatusOK))
 	})
 })
