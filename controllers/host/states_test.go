@@ -172,6 +172,11 @@ func TestHostStateMachine(t *testing.T) {
 	liveBooted := func(ago time.Duration) func(*infrav1.RedfishHost) {
 		return func(h *infrav1.RedfishHost) { h.Status.LiveBootIssuedAt = &metav1.Time{Time: time.Now().Add(-ago)} }
 	}
+	liveBootRecordedNow := func(t *testing.T, h *infrav1.RedfishHost) {
+		if at := h.Status.LiveBootIssuedAt; at == nil || time.Since(at.Time) > time.Minute {
+			t.Errorf("liveBootIssuedAt %v, want now", at)
+		}
+	}
 	erasing := func(tasks ...string) func(*infrav1.RedfishHost) {
 		return func(h *infrav1.RedfishHost) {
 			h.Status.Erase = &infrav1.EraseStatus{StartedAt: metav1.Now(), Drives: []string{"/d/1", "/d/2"}, Tasks: tasks}
@@ -341,21 +346,11 @@ func TestHostStateMachine(t *testing.T) {
 		{name: "provisioned live image found off, no live boot recorded: the boot recorded first (the seed server's window opened), no medium named yet",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned = true }), booted},
 			bmc:  fakeBMC{power: bmc.PowerOff},
-			want: want{state: infrav1.HostStateProvisioned, requeue: poll,
-				check: func(t *testing.T, h *infrav1.RedfishHost) {
-					if at := h.Status.LiveBootIssuedAt; at == nil || time.Since(at.Time) > time.Minute {
-						t.Errorf("liveBootIssuedAt %v, want now", at)
-					}
-				}}},
+			want: want{state: infrav1.HostStateProvisioned, requeue: poll, check: liveBootRecordedNow}},
 		{name: "provisioned live image found off, a live boot recorded half a window ago: recorded anew first",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned = true }), booted, liveBooted(seed.LiveBootWindow/2 + time.Minute)},
 			bmc:  fakeBMC{power: bmc.PowerOff},
-			want: want{state: infrav1.HostStateProvisioned, requeue: poll,
-				check: func(t *testing.T, h *infrav1.RedfishHost) {
-					if at := h.Status.LiveBootIssuedAt; at == nil || time.Since(at.Time) > time.Minute {
-						t.Errorf("liveBootIssuedAt %v, want now", at)
-					}
-				}}},
+			want: want{state: infrav1.HostStateProvisioned, requeue: poll, check: liveBootRecordedNow}},
 		{name: "provisioned live image found off, its boot recorded: the ISO and seed volume attached again, the override to the CD, then powered on",
 			host: []func(*infrav1.RedfishHost){claimOf(infrav1.HostStateProvisioned, func(c *infrav1.HostClaim) { c.Provisioned = true }), booted, liveBooted(time.Second)},
 			bmc:  fakeBMC{power: bmc.PowerOff},
