@@ -65,18 +65,65 @@ func (s *Server) lookup(ctx context.Context, ns, machine, token string) (*corev1
 	if host == "" {
 		return sec, nil // written before seeds named their host: deleted at the join, as then
 	}
+	key := client.ObjectKey{Namespace: ns, Name: host}
 	h := &infrav1.RedfishHost{}
-	if err := s.Hosts.Get(ctx, client.ObjectKey{Namespace: ns, Name: host}, h); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
+	if err := s.Hosts.Get(ctx, key, h); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, err
 		}
-		return nil, err
+		h = nil
 	}
-	if !Servable(h, machine, time.Now()) {
-		return nil, nil
+	h, err = s.hostAllowing(ctx, key, h, machine, func(h *infrav1.RedfishHost) bool { return Servable(h, machine, time.Now()) })
+	if h == nil || err != nil {
+		return nil, err
 	}
 	return sec, nil
 }
+
+// hostAllowing returns the host that allows a request: the cache's copy when it does, else the
+// API server's. Every replica serves seeds from a cache of its own, which may lag the API server
+// and the leader whose host controller booted the host (a BMC may read its medium the moment it
+// is inserted): a refusal is the API server's, never only a lagging cache's. One the API server
+// gave is kept refusalRecheck for the same host and purpose (a machine, or "ipxe"), so that a
+// token or MAC used after its window costs no API read per request. nil when refused.
+func (s *Server) hostAllowing(ctx context.Context, key client.ObjectKey, cached *infrav1.RedfishHost, purpose string, allows func(*infrav1.RedfishHost) bool) (*infrav1.RedfishHost, error) {
+	if cached != nil && allows(cached) {
+		return cached, nil
+	}
+	refusal := key.String() + "/" + purpose
+	s.refusedMu.Lock()
+	at, ok := s.refused[refusal]
+	s.refusedMu.Unlock()
+	if ok && time.Since(at) < refusalRecheck {
+		return nil, nil
+	}
+	v, err, _ := s.reading.Do("host:"+key.String(), func() (any, error) {
+		// Shared by every request waiting for it: not cancelled with the first one.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		h := &infrav1.RedfishHost{}
+		if err := s.Reader.Get(ctx, key, h); err != nil {
+			return nil, client.IgnoreNotFound(err)
+		}
+		return h, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if h, _ := v.(*infrav1.RedfishHost); h != nil && allows(h) {
+		return h, nil
+	}
+	s.refusedMu.Lock()
+	defer s.refusedMu.Unlock()
+	if s.refused == nil {
+		s.refused = map[string]time.Time{}
+	}
+	s.refused[refusal] = time.Now()
+	return nil, nil
+}
+
+// refusalRecheck is how long a refusal the API server confirmed is kept.
+const refusalRecheck = time.Second
 
 // seed returns the seed Secret of machine, nil when there is none.
 func (s *Server) seed(ctx context.Context, ns, machine string) (*corev1.Secret, error) {

@@ -104,7 +104,8 @@ type Server struct {
 	// without a request to the API server.
 	Seeds client.Reader
 	// Reader reads a seed Secret whose metadata Seeds holds (once per version: the token is then
-	// checked in memory) and the bootstrap data of an authenticated request. Give it a client of
+	// checked in memory), the bootstrap data of an authenticated request, and a host before a
+	// request Hosts (a cache) would refuse is refused (see hostAllowing). Give it a client of
 	// its own (its own client-side rate limit), not the manager's: nothing a booting host or a
 	// flood does can then take the controllers' requests.
 	Reader client.Reader
@@ -142,6 +143,9 @@ type Server struct {
 
 	bootstrapMu sync.Mutex
 	bootstrap   map[string]cachedBootstrap // bootstrap data read for authenticated requests, by seed version
+
+	refusedMu sync.Mutex
+	refused   map[string]time.Time // refusals the API server confirmed, by host and purpose (see hostAllowing)
 }
 
 // cachedBootstrap is a bootstrap data Secret's value and format, kept bootstrapTTL: a BMC reads
@@ -404,11 +408,19 @@ func (s *Server) serveIPXE(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
 		return
 	}
-	for _, h := range hosts.Items {
-		c := h.Status.Claim
-		if c == nil || c.BootMethod != infrav1.BootMethodPXE || !ipxeWindow(&h, time.Now()) {
+	for i := range hosts.Items {
+		h, err := s.hostAllowing(r.Context(), client.ObjectKeyFromObject(&hosts.Items[i]), &hosts.Items[i], "ipxe", func(h *infrav1.RedfishHost) bool {
+			c := h.Status.Claim
+			return c != nil && c.BootMethod == infrav1.BootMethodPXE && ipxeWindow(h, time.Now())
+		})
+		if err != nil {
+			http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		if h == nil {
 			continue
 		}
+		c := h.Status.Claim
 		sec, err := s.seed(r.Context(), h.Namespace, c.Consumer.Name)
 		if err != nil {
 			http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
@@ -492,6 +504,13 @@ func (s *Server) sweepNow() {
 		}
 	}
 	s.bootstrapMu.Unlock()
+	s.refusedMu.Lock()
+	for k, at := range s.refused {
+		if time.Since(at) >= refusalRecheck {
+			delete(s.refused, k)
+		}
+	}
+	s.refusedMu.Unlock()
 	s.seedsMu.Lock()
 	for k, v := range s.seeds {
 		if time.Since(v.read) >= seedTTL {

@@ -1,10 +1,13 @@
 package seed
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +26,13 @@ const token = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 // world is a seed server over a fake API: one claim's seed Secret and bootstrap data, and hosts.
 func world(t *testing.T, format string, hosts ...*infrav1.RedfishHost) (*httptest.Server, client.Client) {
+	t.Helper()
+	ts, c, _ := worldServer(t, format, hosts...)
+	return ts, c
+}
+
+// worldServer is world, with the server (to change its readers before the first request).
+func worldServer(t *testing.T, format string, hosts ...*infrav1.RedfishHost) (*httptest.Server, client.Client, *Server) {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -50,7 +60,7 @@ func world(t *testing.T, format string, hosts ...*infrav1.RedfishHost) (*httptes
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	srv.BaseURL = ts.URL
-	return ts, c
+	return ts, c, srv
 }
 
 func ownedByMachine(name string) []metav1.OwnerReference {
@@ -250,6 +260,122 @@ func TestIPXEWindowOpensAgainForALiveNodesPowerOn(t *testing.T) {
 	if status, body := get(t, ts.URL+"/v1/ipxe/52:54:00:00:00:02"); status != 404 || strings.Contains(body, token) {
 		t.Errorf("a live node powered on %s ago got %d %q, want 404 without the token", LiveBootWindow+time.Minute, status, body)
 	}
+}
+
+// Every replica serves seeds from its own cache, which may lag the API server (and the leader
+// whose host controller booted the host): a host the cache shows unclaimed, or not booted yet, is
+// read from the API server before its seed is refused. A refusal the API server confirmed is not
+// read again at once (a token or MAC held after the window costs no read per request).
+func TestASeedRefusedByALaggingCacheIsAskedOfTheAPIServer(t *testing.T) {
+	const mac = "52:54:00:00:00:01"
+	ts, c, srv := worldServer(t, "", provisioningHost("h1", mac, infrav1.BootMethodPXE, true))
+	sec := &corev1.Secret{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: SecretName("m1")}, sec); err != nil {
+		t.Fatal(err)
+	}
+	sec.Data[KeyHost] = []byte("h1")
+	if err := c.Update(t.Context(), sec); err != nil {
+		t.Fatal(err)
+	}
+	before := provisioningHost("h1", mac, infrav1.BootMethodPXE, false) // the cache: not booted yet
+	before.ResourceVersion = "1"
+	unclaimed := before.DeepCopy()
+	unclaimed.Status.Claim = nil
+	lagging := &laggingHosts{Reader: c, view: unclaimed}
+	reads := &hostReads{Reader: c}
+	srv.Hosts, srv.Reader = lagging, reads
+
+	dir := Dir(ts.URL, "ns", "m1", token)
+	if status, _ := get(t, dir+"user-data"); status != http.StatusOK {
+		t.Errorf("the seed of a host claimed and booted, which a lagging cache shows unclaimed, answered %d, want 200", status)
+	}
+	lagging.set(before)
+	if status, body := get(t, ts.URL+"/v1/ipxe/"+mac); status != http.StatusOK || !strings.Contains(body, "s="+dir) {
+		t.Errorf("iPXE for a host booted, which a lagging cache shows not booted yet, answered %d %q, want its script", status, body)
+	}
+
+	h := &infrav1.RedfishHost{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: "h1"}, h); err != nil {
+		t.Fatal(err)
+	}
+	h.Status.Claim = nil // released: the API server refuses too
+	if err := c.Update(t.Context(), h); err != nil {
+		t.Fatal(err)
+	}
+	lagging.set(unclaimed)
+	n := reads.hosts.Load()
+	if status, _ := get(t, dir+"user-data"); status != http.StatusNotFound {
+		t.Errorf("the seed of a released host answered %d, want 404", status)
+	}
+	if status, _ := get(t, ts.URL+"/v1/ipxe/"+mac); status != http.StatusNotFound {
+		t.Errorf("iPXE for a released host answered %d, want 404", status)
+	}
+	if got := reads.hosts.Load() - n; got != 2 {
+		t.Errorf("the two refusals read the host %d times from the API server, want once each", got)
+	}
+	for range 5 {
+		get(t, dir+"user-data")
+		get(t, ts.URL+"/v1/ipxe/"+mac)
+	}
+	if got := reads.hosts.Load() - n; got != 2 {
+		t.Errorf("refusals right after ones the API server confirmed read the host %d times in all, want 2 (no more)", got)
+	}
+}
+
+// laggingHosts answers the host its view names as the view has it (a cache a watch behind).
+type laggingHosts struct {
+	client.Reader
+	mu   sync.Mutex
+	view *infrav1.RedfishHost
+}
+
+func (l *laggingHosts) set(h *infrav1.RedfishHost) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.view = h
+}
+
+func (l *laggingHosts) stale(h *infrav1.RedfishHost) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.view.Name == h.Name {
+		*h = *l.view.DeepCopy()
+	}
+}
+
+func (l *laggingHosts) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := l.Reader.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	if h, ok := obj.(*infrav1.RedfishHost); ok {
+		l.stale(h)
+	}
+	return nil
+}
+
+func (l *laggingHosts) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := l.Reader.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	if hosts, ok := list.(*infrav1.RedfishHostList); ok {
+		for i := range hosts.Items {
+			l.stale(&hosts.Items[i])
+		}
+	}
+	return nil
+}
+
+// hostReads counts the hosts read through it.
+type hostReads struct {
+	client.Reader
+	hosts atomic.Int64
+}
+
+func (r *hostReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*infrav1.RedfishHost); ok {
+		r.hosts.Add(1)
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
 }
 
 func provisioningHost(name, mac string, method infrav1.BootMethod, booted bool) *infrav1.RedfishHost {

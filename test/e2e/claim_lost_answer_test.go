@@ -35,11 +35,14 @@ var _ = Describe("Claim whose answer is lost", func() {
 			}
 			return names
 		}
-		done := make(chan struct{})
+		done, watched := make(chan struct{}), make(chan struct{})
 		var mu sync.Mutex
 		most := 0
+		stop := sync.OnceFunc(func() { close(done); <-watched })
+		DeferCleanup(stop) // also when the spec fails before it stops watching
 		go func() {
 			defer GinkgoRecover()
+			defer close(watched)
 			for {
 				select {
 				case <-done:
@@ -53,7 +56,7 @@ var _ = Describe("Claim whose answer is lost", func() {
 			}
 		}()
 		b.controlPlane()
-		close(done)
+		stop()
 		Expect(apiFaults.fired()).To(BeTrue(), "the claim's answer was never dropped: the spec proved nothing")
 		mu.Lock()
 		defer mu.Unlock()
