@@ -77,8 +77,9 @@ func seedServer(mgr ctrl.Manager, o controllers.Options) (*seed.Server, error) {
 		Rate: rate.Limit(o.SeedRate), Burst: o.SeedBurst, IPXERate: rate.Limit(o.SeedIPXERate), IPXEBurst: o.SeedIPXEBurst}, nil
 }
 
-// The seed server's own client-side rate limit: it reads a seed Secret once per version and the
-// bootstrap data of authenticated requests (once per 30 s).
+// The seed server's own client-side rate limit: it reads a seed Secret once per version, the
+// bootstrap data of authenticated requests (once per 30 s), and hosts before a refusal (at most
+// 5 per second, see seed.Server.Reader).
 const (
 	seedQPS   = 50
 	seedBurst = 100

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"golang.org/x/sync/singleflight"
+	"golang.org/x/time/rate"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -73,7 +75,7 @@ func (s *Server) lookup(ctx context.Context, ns, machine, token string) (*corev1
 		}
 		h = nil
 	}
-	h, err = s.hostAllowing(ctx, key, h, machine, func(h *infrav1.RedfishHost) bool { return Servable(h, machine, time.Now()) })
+	h, err = s.hostAllowing(ctx, key, h, refusalPurpose{machine: machine}, func(h *infrav1.RedfishHost) bool { return Servable(h, machine, s.now()) })
 	if h == nil || err != nil {
 		return nil, err
 	}
@@ -81,23 +83,33 @@ func (s *Server) lookup(ctx context.Context, ns, machine, token string) (*corev1
 }
 
 // hostAllowing returns the host that allows a request: the cache's copy when it does, else the
-// API server's. Every replica serves seeds from a cache of its own, which may lag the API server
-// and the leader whose host controller booted the host (a BMC may read its medium the moment it
-// is inserted): a refusal is the API server's, never only a lagging cache's. One the API server
-// gave is kept refusalRecheck for the same host and purpose (a machine, or "ipxe"), so that a
-// token or MAC used after its window costs no API read per request. nil when refused.
-func (s *Server) hostAllowing(ctx context.Context, key client.ObjectKey, cached *infrav1.RedfishHost, purpose string, allows func(*infrav1.RedfishHost) bool) (*infrav1.RedfishHost, error) {
+// API server's when worth asking. Every replica serves seeds from a cache of its own, which may
+// lag the API server and the leader whose host controller booted the host (a BMC may read its
+// medium the moment it is inserted): a request the cache would refuse is refused only once the
+// API server did, unless the cache's copy shows it cannot be meant (worth false: a MAC looked up
+// by iPXE whose host has no PXE claim), or the reads this takes are spent (hostReadRate, for all
+// requests: a token or MAC used after its window, or a rack PXE-looping, never takes the reads
+// booting hosts need). A refusal the API server gave is kept refusalRecheck for the same host and
+// purpose. nil when refused.
+func (s *Server) hostAllowing(ctx context.Context, key client.ObjectKey, cached *infrav1.RedfishHost, purpose refusalPurpose, allows func(*infrav1.RedfishHost) bool) (*infrav1.RedfishHost, error) {
 	if cached != nil && allows(cached) {
 		return cached, nil
 	}
-	refusal := key.String() + "/" + purpose
+	if purpose.ipxe && !pxeClaim(cached) {
+		return nil, nil
+	}
+	refusal := refusalKey{key, purpose}
+	now := s.now()
 	s.refusedMu.Lock()
 	at, ok := s.refused[refusal]
 	s.refusedMu.Unlock()
-	if ok && time.Since(at) < refusalRecheck {
+	if ok && now.Sub(at) < refusalRecheck {
 		return nil, nil
 	}
-	v, err, _ := s.reading.Do("host:"+key.String(), func() (any, error) {
+	if !s.hostReads().Allow() {
+		return nil, nil
+	}
+	ch := s.reading.DoChan("host:"+key.String(), func() (any, error) {
 		// Shared by every request waiting for it: not cancelled with the first one.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -107,23 +119,62 @@ func (s *Server) hostAllowing(ctx context.Context, key client.ObjectKey, cached 
 		}
 		return h, nil
 	})
-	if err != nil {
-		return nil, err
+	var res singleflight.Result
+	select {
+	case res = <-ch:
+	case <-ctx.Done():
+		return nil, ctx.Err() // the client gave up: leave now, the read goes on for the others
 	}
-	if h, _ := v.(*infrav1.RedfishHost); h != nil && allows(h) {
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	if h, _ := res.Val.(*infrav1.RedfishHost); h != nil && allows(h) {
 		return h, nil
 	}
 	s.refusedMu.Lock()
 	defer s.refusedMu.Unlock()
 	if s.refused == nil {
-		s.refused = map[string]time.Time{}
+		s.refused = map[refusalKey]time.Time{}
 	}
-	s.refused[refusal] = time.Now()
+	s.refused[refusal] = now
 	return nil, nil
 }
 
-// refusalRecheck is how long a refusal the API server confirmed is kept.
-const refusalRecheck = time.Second
+// pxeClaim says whether h has a claim booting by PXE that is not being released.
+func pxeClaim(h *infrav1.RedfishHost) bool {
+	return h != nil && h.Status.Claim != nil && h.Status.Claim.BootMethod == infrav1.BootMethodPXE && !h.Status.Claim.Release
+}
+
+// refusalPurpose is what a request asked of a host: the seed of a machine, or an iPXE script.
+type refusalPurpose struct {
+	machine string
+	ipxe    bool
+}
+
+type refusalKey struct {
+	host    client.ObjectKey
+	purpose refusalPurpose
+}
+
+// refusalRecheck is how long a refusal the API server confirmed is kept; hostReadRate and
+// hostReadBurst bound the host reads refusals take, for all requests together.
+const (
+	refusalRecheck = time.Second
+	hostReadRate   = 5
+	hostReadBurst  = 20
+)
+
+func (s *Server) now() time.Time {
+	if s.clock != nil {
+		return s.clock()
+	}
+	return time.Now()
+}
+
+func (s *Server) hostReads() *rate.Limiter {
+	s.hostReadsOnce.Do(func() { s.hostReadLimit = rate.NewLimiter(hostReadRate, hostReadBurst) })
+	return s.hostReadLimit
+}
 
 // seed returns the seed Secret of machine, nil when there is none.
 func (s *Server) seed(ctx context.Context, ns, machine string) (*corev1.Secret, error) {

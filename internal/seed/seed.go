@@ -104,8 +104,8 @@ type Server struct {
 	// without a request to the API server.
 	Seeds client.Reader
 	// Reader reads a seed Secret whose metadata Seeds holds (once per version: the token is then
-	// checked in memory), the bootstrap data of an authenticated request, and a host before a
-	// request Hosts (a cache) would refuse is refused (see hostAllowing). Give it a client of
+	// checked in memory), the bootstrap data of an authenticated request, and the host of a
+	// request that the cache (Hosts) would refuse, before it is refused (see hostAllowing). Give it a client of
 	// its own (its own client-side rate limit), not the manager's: nothing a booting host or a
 	// flood does can then take the controllers' requests.
 	Reader client.Reader
@@ -144,8 +144,11 @@ type Server struct {
 	bootstrapMu sync.Mutex
 	bootstrap   map[string]cachedBootstrap // bootstrap data read for authenticated requests, by seed version
 
-	refusedMu sync.Mutex
-	refused   map[string]time.Time // refusals the API server confirmed, by host and purpose (see hostAllowing)
+	refusedMu     sync.Mutex
+	refused       map[refusalKey]time.Time // refusals the API server confirmed (see hostAllowing)
+	hostReadsOnce sync.Once
+	hostReadLimit *rate.Limiter    // host reads refusals take, all requests together
+	clock         func() time.Time // nil: time.Now (tests move it)
 }
 
 // cachedBootstrap is a bootstrap data Secret's value and format, kept bootstrapTTL: a BMC reads
@@ -408,43 +411,52 @@ func (s *Server) serveIPXE(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
 		return
 	}
-	for i := range hosts.Items {
-		h, err := s.hostAllowing(r.Context(), client.ObjectKeyFromObject(&hosts.Items[i]), &hosts.Items[i], "ipxe", func(h *infrav1.RedfishHost) bool {
-			c := h.Status.Claim
-			return c != nil && c.BootMethod == infrav1.BootMethodPXE && ipxeWindow(h, time.Now())
-		})
-		if err != nil {
-			http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
-			return
-		}
-		if h == nil {
-			continue
-		}
+	// The cache's answer first, for every host with the MAC; then the API server's (see hostAllowing).
+	inWindow := func(h *infrav1.RedfishHost) bool {
 		c := h.Status.Claim
-		sec, err := s.seed(r.Context(), h.Namespace, c.Consumer.Name)
-		if err != nil {
-			http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
-			return
-		}
-		if sec == nil {
+		return c != nil && c.BootMethod == infrav1.BootMethodPXE && ipxeWindow(h, s.now())
+	}
+	var h *infrav1.RedfishHost
+	for i := range hosts.Items {
+		if inWindow(&hosts.Items[i]) {
+			h = &hosts.Items[i]
 			break
 		}
-		_, format, err := s.bootstrapData(r.Context(), sec)
-		if err != nil {
+	}
+	for i := 0; h == nil && i < len(hosts.Items); i++ {
+		var err error
+		if h, err = s.hostAllowing(r.Context(), client.ObjectKeyFromObject(&hosts.Items[i]), &hosts.Items[i], refusalPurpose{ipxe: true}, inWindow); err != nil {
 			http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
 			return
 		}
-		dir := Dir(s.BaseURL, h.Namespace, c.Consumer.Name, string(sec.Data[KeyToken]))
-		w.Header().Set("Content-Type", "text/plain")
-		if format == "ignition" {
-			// Fedora CoreOS and Flatcar first-boot arguments.
-			fmt.Fprintf(w, "#!ipxe\nkernel %simage ignition.firstboot flatcar.first_boot=1 ignition.platform.id=metal ignition.config.url=%signition.json\nboot\n", dir, dir)
-			return
-		}
-		fmt.Fprintf(w, "#!ipxe\nkernel %simage ds=nocloud-net;s=%s\nboot\n", dir, dir)
+	}
+	if h == nil {
+		http.NotFound(w, r)
 		return
 	}
-	http.NotFound(w, r)
+	c := h.Status.Claim
+	sec, err := s.seed(r.Context(), h.Namespace, c.Consumer.Name)
+	if err != nil {
+		http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	if sec == nil {
+		http.NotFound(w, r)
+		return
+	}
+	_, format, err := s.bootstrapData(r.Context(), sec)
+	if err != nil {
+		http.Error(w, "temporarily unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	dir := Dir(s.BaseURL, h.Namespace, c.Consumer.Name, string(sec.Data[KeyToken]))
+	w.Header().Set("Content-Type", "text/plain")
+	if format == "ignition" {
+		// Fedora CoreOS and Flatcar first-boot arguments.
+		fmt.Fprintf(w, "#!ipxe\nkernel %simage ignition.firstboot flatcar.first_boot=1 ignition.platform.id=metal ignition.config.url=%signition.json\nboot\n", dir, dir)
+		return
+	}
+	fmt.Fprintf(w, "#!ipxe\nkernel %simage ds=nocloud-net;s=%s\nboot\n", dir, dir)
 }
 
 // Serve runs the seed server on l until ctx ends: idle connections closed after a minute, slow
@@ -506,7 +518,7 @@ func (s *Server) sweepNow() {
 	s.bootstrapMu.Unlock()
 	s.refusedMu.Lock()
 	for k, at := range s.refused {
-		if time.Since(at) >= refusalRecheck {
+		if s.now().Sub(at) >= refusalRecheck {
 			delete(s.refused, k)
 		}
 	}

@@ -2,6 +2,7 @@ package seed
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -265,25 +266,19 @@ func TestIPXEWindowOpensAgainForALiveNodesPowerOn(t *testing.T) {
 // Every replica serves seeds from its own cache, which may lag the API server (and the leader
 // whose host controller booted the host): a host the cache shows unclaimed, or not booted yet, is
 // read from the API server before its seed is refused. A refusal the API server confirmed is not
-// read again at once (a token or MAC held after the window costs no read per request).
+// read again for a second (a token or MAC used after its window costs no read per request).
 func TestASeedRefusedByALaggingCacheIsAskedOfTheAPIServer(t *testing.T) {
 	const mac = "52:54:00:00:00:01"
 	ts, c, srv := worldServer(t, "", provisioningHost("h1", mac, infrav1.BootMethodPXE, true))
-	sec := &corev1.Secret{}
-	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: SecretName("m1")}, sec); err != nil {
-		t.Fatal(err)
-	}
-	sec.Data[KeyHost] = []byte("h1")
-	if err := c.Update(t.Context(), sec); err != nil {
-		t.Fatal(err)
-	}
+	nameHost(t, c, "m1", "h1")
 	before := provisioningHost("h1", mac, infrav1.BootMethodPXE, false) // the cache: not booted yet
 	before.ResourceVersion = "1"
 	unclaimed := before.DeepCopy()
 	unclaimed.Status.Claim = nil
 	lagging := &laggingHosts{Reader: c, view: unclaimed}
 	reads := &hostReads{Reader: c}
-	srv.Hosts, srv.Reader = lagging, reads
+	now := time.Now()
+	srv.Hosts, srv.Reader, srv.clock = lagging, reads, func() time.Time { return now }
 
 	dir := Dir(ts.URL, "ns", "m1", token)
 	if status, _ := get(t, dir+"user-data"); status != http.StatusOK {
@@ -298,27 +293,83 @@ func TestASeedRefusedByALaggingCacheIsAskedOfTheAPIServer(t *testing.T) {
 	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: "h1"}, h); err != nil {
 		t.Fatal(err)
 	}
-	h.Status.Claim = nil // released: the API server refuses too
+	h.Status.BootIssuedAt = nil // the API server refuses too: not booted (yet, again)
 	if err := c.Update(t.Context(), h); err != nil {
 		t.Fatal(err)
 	}
-	lagging.set(unclaimed)
+	lagging.set(before)
 	n := reads.hosts.Load()
-	if status, _ := get(t, dir+"user-data"); status != http.StatusNotFound {
-		t.Errorf("the seed of a released host answered %d, want 404", status)
-	}
 	if status, _ := get(t, ts.URL+"/v1/ipxe/"+mac); status != http.StatusNotFound {
-		t.Errorf("iPXE for a released host answered %d, want 404", status)
+		t.Errorf("iPXE for a host not booted answered %d, want 404", status)
 	}
-	if got := reads.hosts.Load() - n; got != 2 {
-		t.Errorf("the two refusals read the host %d times from the API server, want once each", got)
+	if got := reads.hosts.Load() - n; got != 1 {
+		t.Errorf("the refusal read the host %d times from the API server, want once", got)
 	}
 	for range 5 {
-		get(t, dir+"user-data")
 		get(t, ts.URL+"/v1/ipxe/"+mac)
 	}
+	if got := reads.hosts.Load() - n; got != 1 {
+		t.Errorf("refusals within a second of one the API server confirmed read the host %d times in all, want once", got)
+	}
+	now = now.Add(refusalRecheck)
+	get(t, ts.URL+"/v1/ipxe/"+mac)
 	if got := reads.hosts.Load() - n; got != 2 {
-		t.Errorf("refusals right after ones the API server confirmed read the host %d times in all, want 2 (no more)", got)
+		t.Errorf("a refusal a second after the last one confirmed read the host %d times in all, want twice", got)
+	}
+
+	// What the cache answers alone costs no read.
+	now = now.Add(refusalRecheck) // (no refusal kept)
+	n = reads.hosts.Load()
+	lagging.set(unclaimed)
+	get(t, ts.URL+"/v1/ipxe/"+mac)                                               // no PXE claim in the cache: not meant
+	get(t, Dir(ts.URL, "ns", "m1", strings.Repeat("f", len(token)))+"user-data") // a wrong token
+	h.Status.BootIssuedAt = &metav1.Time{Time: now}
+	if err := c.Update(t.Context(), h); err != nil {
+		t.Fatal(err)
+	}
+	lagging.view = nil
+	if status, _ := get(t, dir+"user-data"); status != http.StatusOK {
+		t.Errorf("the seed of a host whose claim the cache shows answered %d, want 200", status)
+	}
+	if got := reads.hosts.Load() - n; got != 0 {
+		t.Errorf("requests the cache answers alone read the host %d times from the API server, want none", got)
+	}
+}
+
+// The host reads refusals take are bounded for all requests together: a rack PXE-looping, or
+// tokens used after their window, never spend the seed server's client on them.
+func TestHostReadsOfRefusalsAreBounded(t *testing.T) {
+	var hosts []*infrav1.RedfishHost
+	for i := range 2 * hostReadBurst {
+		h := provisioningHost(fmt.Sprintf("h%d", i), fmt.Sprintf("52:54:00:00:01:%02x", i), infrav1.BootMethodPXE, false)
+		hosts = append(hosts, h)
+	}
+	_, c := world(t, "", hosts...)
+	reads := &hostReads{Reader: c}
+	h := (&Server{Seeds: c, Reader: reads, Hosts: c, IPXERate: 1e6, IPXEBurst: 1e6}).Handler()
+	for i := range hosts {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/ipxe/"+hosts[i].Spec.BootMACAddress, nil))
+		if w.Code != http.StatusNotFound {
+			t.Fatalf("iPXE for a host not booted answered %d, want 404", w.Code)
+		}
+	}
+	// The bucket refills hostReadRate per second while the requests run: allow that much more.
+	if got := reads.hosts.Load(); got < hostReadBurst || got > hostReadBurst+2 {
+		t.Errorf("%d refusals read hosts %d times from the API server, want %d (the burst)", len(hosts), got, hostReadBurst)
+	}
+}
+
+// nameHost makes machine's seed name host, as the machine controller writes it.
+func nameHost(t *testing.T, c client.Client, machine, host string) {
+	t.Helper()
+	sec := &corev1.Secret{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: SecretName(machine)}, sec); err != nil {
+		t.Fatal(err)
+	}
+	sec.Data[KeyHost] = []byte(host)
+	if err := c.Update(t.Context(), sec); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -338,7 +389,7 @@ func (l *laggingHosts) set(h *infrav1.RedfishHost) {
 func (l *laggingHosts) stale(h *infrav1.RedfishHost) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.view.Name == h.Name {
+	if l.view != nil && l.view.Name == h.Name {
 		*h = *l.view.DeepCopy()
 	}
 }
