@@ -89,6 +89,19 @@ unit: ## Run the tests that need no control plane (fast).
 test: verify-gen vet lint ## The whole suite CI runs: generated files, vet, lint, every test (envtest included).
 	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" go test $(GO_TEST_FLAGS) ./...
 
+# Fuzz targets (package:target). Their seed corpora run in `make test`; `make fuzz` explores each
+# for FUZZ_TIME, one after the other (docs/fuzzing.md says what each checks and what they found).
+FUZZ_TIME ?= 1m
+FUZZ_TARGETS = ./bmc:FuzzParseAddress ./bmc:FuzzRedfishDocuments ./bmc:FuzzTaskStatus \
+	./internal/seed:FuzzSeedServerRequest ./internal/seed:FuzzReadVolume ./internal/webhooks:FuzzWebhookAdmission \
+	./exp/controllers/maintenance:FuzzMaintenanceWindow ./internal/install:FuzzQuote
+
+.PHONY: fuzz
+fuzz: ## Explore every fuzz target for FUZZ_TIME (default 1m; FUZZ_TARGETS=./pkg:FuzzX picks some).
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$name ($$pkg, $(FUZZ_TIME))"; \
+		go test $$pkg -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZ_TIME) -parallel 2 || exit 1; done
+
 .PHONY: dev
 dev: ## Run the embedded demo: control plane, CAPI, CAPRF and a simulated fleet (DEV_FLAGS="--help" lists options).
 	@echo "make dev: building the demo (the first build downloads and compiles the Kubernetes and CAPI modules: minutes)"

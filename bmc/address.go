@@ -42,6 +42,9 @@ func ParseAddress(raw string) (Address, error) {
 	if u.Host == "" || u.Hostname() == "" {
 		return Address{}, fmt.Errorf("BMC address %q has no host", raw)
 	}
+	if strings.Contains(u.Hostname(), "%") {
+		return Address{}, fmt.Errorf("BMC address %q: an IPv6 zone (%%interface) names an interface of one machine, not the manager's: give an address the manager routes to", raw)
+	}
 	if p := u.Port(); p != "" {
 		var n int
 		if _, err := fmt.Sscanf(p, "%d", &n); err != nil || n < 1 || n > 65535 {

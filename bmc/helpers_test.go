@@ -15,7 +15,7 @@ var fastOpts = Options{
 	Retries: 3, BreakerThreshold: 3, BreakerCooldown: 500 * time.Millisecond,
 }
 
-func newSim(t *testing.T, cfg simulator.Config) *simulator.Server {
+func newSim(t testing.TB, cfg simulator.Config) *simulator.Server {
 	t.Helper()
 	if cfg.ID == "" {
 		cfg.ID = "sim"

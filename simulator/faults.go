@@ -27,6 +27,31 @@ type Faults struct {
 	emptied         []pathError    // next N GETs of a collection answer it empty
 	changes         []pathError    // next N PATCHes to a path find the resource changed by another client
 	failUpdates     int            // next N firmware updates end Completed with TaskStatus Critical
+	answers         []pathAnswer   // next N GETs of a path answer a given document
+}
+
+// pathAnswer is a document a BMC answers instead of the resource (see AnswerTo).
+type pathAnswer struct {
+	suffix string
+	n      int
+	status int
+	body   []byte
+}
+
+// AnswerTo makes the next n GETs whose path ends with suffix answer status with body instead of
+// the resource, as a BMC firmware that answers a malformed or unexpected document does (the
+// fuzz targets of the Redfish JSON the provider reads itself use it).
+func (f *Faults) AnswerTo(suffix string, n, status int, body []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.answers = append(f.answers, pathAnswer{suffix: suffix, n: n, status: status, body: append([]byte(nil), body...)})
+}
+
+// ClearAnswers forgets the answers AnswerTo set that were not given yet.
+func (f *Faults) ClearAnswers() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.answers = nil
 }
 
 // FailUpdates makes the next n firmware updates end in TaskState Completed with TaskStatus
@@ -258,6 +283,13 @@ func (f *Faults) intercept(w http.ResponseWriter, r *http.Request) bool {
 			empty = true
 		}
 	}
+	var answer *pathAnswer
+	for i := range f.answers {
+		if a := &f.answers[i]; !burst && !empty && answer == nil && r.Method == http.MethodGet && a.n > 0 && strings.HasSuffix(strings.TrimSuffix(r.URL.Path, "/"), a.suffix) {
+			a.n--
+			answer = &pathAnswer{status: a.status, body: a.body}
+		}
+	}
 	f.mu.Unlock()
 
 	if hang != nil {
@@ -281,6 +313,11 @@ func (f *Faults) intercept(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	case burst:
 		writeError(w, status, "Base.1.8.InternalError", "Injected fault.")
+		return true
+	case answer != nil:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(answer.status)
+		_, _ = w.Write(answer.body)
 		return true
 	case empty:
 		w.Header().Set("Content-Type", "application/json")

@@ -95,6 +95,13 @@ func Script(p Params) ([]byte, error) {
 	if p.Device.WWN == "" && p.Device.SerialNumber == "" {
 		return nil, fmt.Errorf("the root drive has no serial number or WWN to find it by")
 	}
+	for name, v := range map[string]string{"image URL": p.ImageURL, "checksum": p.Checksum, "serial number": p.Device.SerialNumber,
+		"WWN": p.Device.WWN, "report URL": p.ReportURL, "CA bundle": string(p.CABundle), "report CA bundle": string(p.ReportCABundle)} {
+		if strings.ContainsRune(v, 0) {
+			// bash reads a script's strings up to a NUL: the value would be cut short there.
+			return nil, fmt.Errorf("the %s contains a NUL byte", name)
+		}
+	}
 	tool := "sha256sum"
 	if p.ChecksumType == infrav1.ChecksumSHA512 {
 		tool = "sha512sum"

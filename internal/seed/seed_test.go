@@ -26,14 +26,14 @@ import (
 const token = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 // world is a seed server over a fake API: one claim's seed Secret and bootstrap data, and hosts.
-func world(t *testing.T, format string, hosts ...*infrav1.RedfishHost) (*httptest.Server, client.Client) {
+func world(t testing.TB, format string, hosts ...*infrav1.RedfishHost) (*httptest.Server, client.Client) {
 	t.Helper()
 	ts, c, _ := worldServer(t, format, hosts...)
 	return ts, c
 }
 
 // worldServer is world, with the server (to change its readers before the first request).
-func worldServer(t *testing.T, format string, hosts ...*infrav1.RedfishHost) (*httptest.Server, client.Client, *Server) {
+func worldServer(t testing.TB, format string, hosts ...*infrav1.RedfishHost) (*httptest.Server, client.Client, *Server) {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {

@@ -34,6 +34,10 @@ func ParseWindow(w expv1.MaintenanceWindow) (cron.Schedule, *time.Location, erro
 	if strings.HasPrefix(w.Start, "CRON_TZ=") || strings.HasPrefix(w.Start, "TZ=") {
 		return nil, nil, fmt.Errorf("start %q: give the time zone in timeZone, not in the schedule", w.Start)
 	}
+	if strings.HasPrefix(strings.TrimSpace(w.Start), "@every") {
+		// A delay counted from whenever it is asked: no start of its own, never open.
+		return nil, nil, fmt.Errorf("start %q is a delay, not a time a window starts: give a cron schedule such as \"0 * * * *\" (hourly)", w.Start)
+	}
 	sched, err := cron.ParseStandard(w.Start)
 	if err != nil {
 		return nil, nil, fmt.Errorf("start %q is not a cron schedule: %w", w.Start, err)
