@@ -42,6 +42,9 @@ func ParseAddress(raw string) (Address, error) {
 	if u.Host == "" || u.Hostname() == "" {
 		return Address{}, fmt.Errorf("BMC address %q has no host", raw)
 	}
+	if !hostName(u.Hostname()) {
+		return Address{}, fmt.Errorf("BMC address %q: %q is not an IP address or host name", raw, u.Hostname())
+	}
 	if strings.Contains(u.Hostname(), "%") {
 		return Address{}, fmt.Errorf("BMC address %q: an IPv6 zone (%%interface) names an interface of one machine, not the manager's: give an address the manager routes to", raw)
 	}
@@ -67,6 +70,28 @@ func ParseAddress(raw string) (Address, error) {
 	return Address{BaseURL: scheme + "://" + net.JoinHostPort(u.Hostname(), portOrDefault(u.Port(), scheme)), SystemPath: path}, nil
 }
 
+// hostName says whether h is an IP address (an IPv6 zone included, refused next with its own
+// message) or a DNS name: labels of letters, digits, '-' and '_' (which some BMCs' names carry).
+func hostName(h string) bool {
+	if ip, _, _ := strings.Cut(h, "%"); net.ParseIP(ip) != nil {
+		return true
+	}
+	if len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(h, "."), ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for _, c := range label {
+			if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '-' && c != '_' {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 func portOrDefault(port, scheme string) string {
 	if port != "" {
 		return port
@@ -77,12 +102,17 @@ func portOrDefault(port, scheme string) string {
 	return "443"
 }
 
-// RedactAddress returns u without the credentials it may carry (neither username nor password).
+// RedactAddress returns u without the credentials it may carry (neither username nor password),
+// also when a typo made them no userinfo of the URL ("redfish:/admin:pw@host"): whatever comes
+// before an "@" is dropped.
 func RedactAddress(u *url.URL) string {
-	if u.User == nil {
-		return u.String()
-	}
 	c := *u
-	c.User = url.User("REDACTED")
-	return c.String()
+	if c.User != nil {
+		c.User = url.User("REDACTED")
+	}
+	s := c.String()
+	if i := strings.LastIndex(s, "@"); i >= 0 && !strings.HasPrefix(s[:i+1], c.Scheme+"://REDACTED@") {
+		return "REDACTED@" + s[i+1:]
+	}
+	return s
 }

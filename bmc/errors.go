@@ -12,6 +12,9 @@ var (
 	// (other clients hold the sessions). Free sessions on the BMC, or use HTTP Basic
 	// authentication (Target.BasicAuth), which needs none.
 	ErrSessionLimit = errors.New("the BMC refused a new session: its session limit is reached (other clients hold its sessions)")
+	// ErrTLS means the BMC's certificate was not trusted (unknown issuer, wrong name, expired):
+	// the host's CA bundle (spec.bmc.caBundleName) does not hold the BMC's CA.
+	ErrTLS = errors.New("the BMC's TLS certificate is not trusted: put the CA that signed it in a Secret (key ca.crt) named by spec.bmc.caBundleName")
 	// ErrCircuitOpen means recent calls to this BMC kept failing; calls fail fast until a probe
 	// succeeds again.
 	ErrCircuitOpen = errors.New("BMC circuit breaker open: recent calls kept failing")

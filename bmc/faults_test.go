@@ -181,6 +181,8 @@ func TestTLSVerifiesTheBMCCertificate(t *testing.T) {
 	noCA.CABundle = nil
 	if _, err := connect(ctx, noCA, fastOpts, nil); err == nil {
 		t.Fatal("a self-signed BMC certificate was accepted without its CA")
+	} else if !errors.Is(err, ErrTLS) || !strings.Contains(err.Error(), "caBundleName") {
+		t.Errorf("a certificate not trusted gave %v: want ErrTLS, naming spec.bmc.caBundleName", err)
 	}
 	withCA, err := connect(ctx, target(s), fastOpts, nil)
 	if err != nil {
@@ -216,6 +218,12 @@ func TestParseAddress(t *testing.T) {
 		{in: "redfish://10.0.0.5/redfish/v1/Managers/1", err: "the path must be"},
 		// Found by FuzzParseAddress: the zone made a base URL that Go's URL parser refuses.
 		{in: "redfish+http://[fe80::1%25eth0]:80", err: "IPv6 zone"},
+		// Found by FuzzParseAddress: a typo that makes the credentials no URL userinfo.
+		{in: "redfish//admin:secret@10.0.0.5", err: "scheme must be"},
+		{in: "redfish:/admin:secret@10.0.0.5", err: "no host"},
+		{in: "redfish://::", err: "not an IP address or host name"},
+		{in: "redfish://bmc$1.rack", err: "not an IP address or host name"},
+		{in: "redfish://bmc_07.rack-1.example:443", base: "https://bmc_07.rack-1.example:443"},
 	} {
 		got, err := ParseAddress(tc.in)
 		if tc.err != "" {
@@ -551,5 +559,27 @@ func TestABreakerProbedThroughALoggedOutClientRecovers(t *testing.T) {
 			t.Fatalf("the breaker never left half-open: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A BMC whose certificate is not trusted yet (its CA bundle missing or another CA's): every try
+// says so (ErrTLS), however many, and never opens the breaker, so the host connects at its first
+// try once the right bundle is given.
+func TestAnUntrustedCertificateNeverOpensTheBreaker(t *testing.T) {
+	s := newSim(t, simulator.Config{TLS: true})
+	pool := NewPool(fastOpts)
+	untrusted := target(s)
+	untrusted.CABundle = nil
+	for i := range 2 * fastOpts.BreakerThreshold {
+		if _, err := settle(t, pool, untrusted); !errors.Is(err, ErrTLS) {
+			t.Fatalf("try %d without the CA: %v, want ErrTLS", i+1, err)
+		}
+	}
+	c, err := settle(t, pool, target(s))
+	if err != nil {
+		t.Fatalf("with the CA, after %d untrusted tries: %v", 2*fastOpts.BreakerThreshold, err)
+	}
+	if _, err := c.PowerState(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,6 +1,8 @@
 package bmc
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -29,7 +31,21 @@ func classify(err error) error {
 			return fmt.Errorf("%w: %s", ErrAuth, Redact(re.Message))
 		}
 	}
+	if tlsVerification(err) {
+		return fmt.Errorf("%w: %w", ErrTLS, &redactedError{msg: Redact(err.Error()), err: err})
+	}
 	return &redactedError{msg: Redact(err.Error()), err: err}
+}
+
+// tlsVerification says whether err is a failed verification of the BMC's certificate.
+func tlsVerification(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+	)
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) || errors.As(err, &invalid)
 }
 
 // redactedError shows a redacted text; errors.Is and errors.As still see the BMC's error.

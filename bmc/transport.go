@@ -97,7 +97,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		resp, used, err := t.attempt(req, body, !public)
-		t.breaker.record(err == nil && resp.StatusCode < 500)
+		if !tlsVerification(err) { // the BMC answered; its certificate is a matter of configuration
+			t.breaker.record(err == nil && resp.StatusCode < 500)
+		}
 		if err == nil && resp.StatusCode == http.StatusUnauthorized && !public && !reauthed && used != "" {
 			// The session expired or the BMC restarted: the request was refused, not executed.
 			// (Not with Basic credentials: sending the same ones again is one more failed login
@@ -108,7 +110,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			attempt--
 			continue
 		}
-		retryable := err != nil || resp.StatusCode >= 500
+		// A certificate not trusted is the same at every try (only a new CA bundle, which makes a
+		// new connection, changes that): not retried, nor left to open the breaker.
+		retryable := (err != nil && !tlsVerification(err)) || (err == nil && resp.StatusCode >= 500)
 		if !retryable || !idempotent(req.Method) || attempt >= t.opts.Retries || req.Context().Err() != nil {
 			return resp, err
 		}

@@ -1,12 +1,14 @@
 package simulator
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/subtle"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -82,19 +84,20 @@ type Server struct {
 	srv   *httptest.Server
 	Fault *Faults
 
-	mu        sync.Mutex
-	state     systemState
-	sessions  map[string]*session // token -> session
-	revisions map[string]int      // path -> changes made by other clients (see Faults.ConcurrentChange)
-	blades    map[int]string      // power state of the other systems of a bladed BMC
-	nextID    int
-	tasks     map[string]*task
-	pushing   bool // an image is being pushed to the MultipartHttpPushUri
-	stats     Stats
-	inFlight  int
-	observers []func(BootEvent)
-	closed    bool
-	diskDir   string // holds the drives' files (see Drives)
+	mu               sync.Mutex
+	state            systemState
+	sessions         map[string]*session // token -> session
+	revisions        map[string]int      // path -> changes made by other clients (see Faults.ConcurrentChange)
+	blades           map[int]string      // power state of the other systems of a bladed BMC
+	nextID           int
+	tasks            map[string]*task
+	pushing          bool // an image is being pushed to the MultipartHttpPushUri
+	stats            Stats
+	inFlight         int
+	observers        []func(BootEvent)
+	requestObservers []func(Request)
+	closed           bool
+	diskDir          string // holds the drives' files (see Drives)
 }
 
 type session struct {
@@ -284,6 +287,21 @@ func (s *Server) Stats() Stats {
 	return out
 }
 
+// Request is a request the BMC received, as its own request log could keep it.
+type Request struct {
+	Method, Path string
+	Header       http.Header // without Authorization and X-Auth-Token
+	Body         []byte      // the first MiB
+}
+
+// OnRequest registers an observer called with every request, before it is served (the secrets
+// sweep of the e2e suite reads what the provider sends its BMCs).
+func (s *Server) OnRequest(f func(Request)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requestObservers = append(s.requestObservers, f)
+}
+
 // ActiveSessions returns how many sessions the BMC holds.
 func (s *Server) ActiveSessions() int {
 	s.mu.Lock()
@@ -295,6 +313,21 @@ func (s *Server) ActiveSessions() int {
 func (s *Server) handler() http.Handler {
 	mux := s.withETags(s.routes())
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		requestObservers := s.requestObservers
+		s.mu.Unlock()
+		if len(requestObservers) > 0 {
+			// What a BMC's own request log could keep: method, path, headers (credentials headers
+			// left out) and the first MiB of the body.
+			body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+			header := r.Header.Clone()
+			header.Del("Authorization")
+			header.Del("X-Auth-Token")
+			for _, f := range requestObservers {
+				f(Request{Method: r.Method, Path: r.URL.RequestURI(), Header: header, Body: body})
+			}
+		}
 		s.mu.Lock()
 		s.stats.Requests[r.Method]++
 		if r.Method == http.MethodGet {

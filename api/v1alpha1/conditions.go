@@ -50,6 +50,9 @@ const (
 	// BMCSessionLimitReason: the BMC refused a new session (its session table is full); free
 	// sessions on the BMC or set spec.bmc.authMethod: Basic.
 	BMCSessionLimitReason = "SessionLimitExceeded"
+	// BMCCertificateUntrustedReason: the BMC's TLS certificate is not trusted (its CA is not in
+	// the Secret spec.bmc.caBundleName names, key ca.crt); nothing is sent to it.
+	BMCCertificateUntrustedReason = "CertificateUntrusted"
 	// BMCBusyReason: the BMC refused a change for now (409, or HPE's "in POST"); retried.
 	BMCBusyReason = "BMCBusy"
 	// BMCConnectingReason: the connection (service root, login) is being made in the background.

@@ -756,6 +756,8 @@ func (r *Reconciler) connect(ctx context.Context, s *scope) error {
 		switch {
 		case errors.Is(err, bmc.ErrAuth):
 			reason = infrav1.BMCAuthFailedReason
+		case errors.Is(err, bmc.ErrTLS):
+			reason = infrav1.BMCCertificateUntrustedReason
 		case errors.Is(err, bmc.ErrSessionLimit):
 			reason = infrav1.BMCSessionLimitReason
 			err = fmt.Errorf("%w; free sessions on the BMC, or set spec.bmc.authMethod: Basic (no session needed)", err)

@@ -37,11 +37,12 @@ var _ = Describe("Circuit breaker", func() {
 		}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
 
 		By("rotating the BMC's password and the credentials Secret while the breaker is open")
-		server.SetPassword("rotated-pw")
+		const rotated = "rotated-" + sweepMarker
+		server.SetPassword(rotated)
 		user, _ := server.Credentials()
 		creds := &corev1.Secret{}
 		Expect(env.Get(ctx, client.ObjectKey{Namespace: b.ns, Name: h.Spec.BMC.CredentialsName}, creds)).To(Succeed())
-		creds.Data = map[string][]byte{"username": []byte(user), "password": []byte("rotated-pw")}
+		creds.Data = map[string][]byte{"username": []byte(user), "password": []byte(rotated)}
 		Expect(env.Update(ctx, creds)).To(Succeed())
 
 		By("the BMC answering again")

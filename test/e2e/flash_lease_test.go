@@ -159,7 +159,7 @@ var _ = Describe("One flash at a time per host", func() {
 			b.waitStage("bios-c", expv1.StageCompleted)
 
 			By("an image-server password the BMC echoes in its task messages")
-			const marker = "img-pw-marker-5c1e"
+			const marker = "img-pw-" + sweepMarker
 			Expect(env.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "image-creds", Labels: map[string]string{maintenance.ImageCredentialsLabel: "true"}},
 				StringData: map[string]string{"username": "fw-reader", "password": marker}})).To(Succeed())
 			b.serverOf(pulled).Fault.EchoUpdateCredentials()

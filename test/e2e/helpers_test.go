@@ -57,7 +57,7 @@ type bedOptions struct {
 	mutate       func(i int, h *infrav1.RedfishHost)
 	withOS       bool
 	powerLatency time.Duration          // default 50ms
-	fleet        simulator.FleetOptions // erase options, POSTDuration, ShutdownDuration, SingleMediaSlot and Profiles are taken from here
+	fleet        simulator.FleetOptions // erase options, POSTDuration, ShutdownDuration, SingleMediaSlot, TLS and Profiles are taken from here
 	prepare      func(*simulator.Fleet) // called before the hosts are registered, e.g. to inject faults
 }
 
@@ -73,12 +73,17 @@ func startBed(name string, n int, o bedOptions) *bed {
 	fleet, err := simulator.StartFleet(simulator.FleetOptions{
 		Servers: n, NamePrefix: name, Fleet: uint16(fleets.Add(1)), PowerLatency: o.powerLatency, TaskDuration: time.Second, //nolint:gosec // far fewer than 65535 beds.
 		EraseDuration: o.fleet.EraseDuration, POSTDuration: o.fleet.POSTDuration, NoSecureErase: o.fleet.NoSecureErase,
-		NoSecureEraseDrives: o.fleet.NoSecureEraseDrives, EmptyBays: o.fleet.EmptyBays, EraseWithoutMonitor: o.fleet.EraseWithoutMonitor, ShutdownDuration: o.fleet.ShutdownDuration, SingleMediaSlot: o.fleet.SingleMediaSlot, Profiles: o.fleet.Profiles,
+		NoSecureEraseDrives: o.fleet.NoSecureEraseDrives, TLS: o.fleet.TLS,
+		EmptyBays: o.fleet.EmptyBays, EraseWithoutMonitor: o.fleet.EraseWithoutMonitor, ShutdownDuration: o.fleet.ShutdownDuration, SingleMediaSlot: o.fleet.SingleMediaSlot, Profiles: o.fleet.Profiles,
+		Password: "bmc-" + sweepMarker + "-pw", // searched for everywhere (sweep_test.go)
 		// DHCP on the provisioning network chains network boots to the seed server's iPXE endpoint.
 		IPXEChainURL: seedBaseURL + "/v1/ipxe", FirmwareRootCAs: seedCAs,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(fleet.Close)
+	for _, s := range fleet.Servers {
+		s.OnRequest(sweepBMCRequest)
+	}
 	// The simulated kubelet talks to the API server directly, as a real one does (no cache).
 	kubelet, err := testenv.NewWatchClient(env.Config)
 	Expect(err).NotTo(HaveOccurred())

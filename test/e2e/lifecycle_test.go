@@ -257,7 +257,7 @@ var _ = Describe("Bad input", Label("bad-input"), func() {
 			}
 		})
 		wrong := b.fleet.Servers[0]
-		Expect(env.Create(ctx, secret(b.ns, "wrong-password", "admin", "not-the-password"))).To(Succeed())
+		Expect(env.Create(ctx, secret(b.ns, "wrong-password", "admin", "not-the-password-"+sweepMarker))).To(Succeed())
 
 		By("a malformed BMC address being refused at admission")
 		bad := &infrav1.RedfishHost{

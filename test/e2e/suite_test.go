@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/utils/ptr"
@@ -71,10 +70,9 @@ var _ = BeforeSuite(func() {
 	DeferCleanup(cancel)
 
 	maintenanceGate.Store(true)
-	logger := logr.Discard()
-	if os.Getenv("E2E_LOGS") != "" {
-		logger = zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true))
-	}
+	// The most verbose level the manager allows, searched for secrets (see sweep_test.go);
+	// E2E_LOGS=1 also prints it.
+	logger := zap.New(sweptLogger())
 	seedListener, err := net.Listen("tcp", "127.0.0.1:0")
 	Expect(err).NotTo(HaveOccurred())
 	// The seed server serves HTTPS, as the release does by default.
@@ -136,4 +134,5 @@ var _ = BeforeSuite(func() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { Expect(env.Stop()).To(Succeed()) })
+	startSweep(ctx)
 })
