@@ -121,9 +121,8 @@ func main() {
 	fs.AddGoFlagSet(flag.CommandLine)
 	pflag.Parse()
 
-	if logOptions.Verbosity > provider.MaxLogVerbosity {
-		fmt.Fprintf(os.Stderr, "--v=%d lowered to %d: from 8 on, client-go logs every API answer's body, Secrets (BMC passwords, bootstrap data) included\n", logOptions.Verbosity, provider.MaxLogVerbosity)
-		logOptions.Verbosity = provider.MaxLogVerbosity
+	for _, l := range provider.CapLogVerbosity(logOptions) {
+		fmt.Fprintf(os.Stderr, "%s: from 8 on, client-go logs every API answer's body, Secrets (BMC passwords, bootstrap data) included\n", l)
 	}
 	if err := logsv1.ValidateAndApply(logOptions, nil); err != nil {
 		fmt.Fprintf(os.Stderr, "invalid logging flags: %v\n", err)

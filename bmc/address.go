@@ -27,6 +27,11 @@ func ParseAddress(raw string) (Address, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
+		if strings.Contains(raw, "@") {
+			// Credentials with a '/', '?' or '#' end the authority early: the parser's error then
+			// quotes part of the password (as a port, say). Say nothing of what was typed.
+			err = errors.New("it holds an '@' (credentials belong in the credentials Secret) and does not parse")
+		}
 		return Address{}, fmt.Errorf("BMC address is not a URL: %w", err)
 	}
 	raw = RedactAddress(u) // never echo credentials someone put in the URL

@@ -14,7 +14,7 @@ var (
 	ErrSessionLimit = errors.New("the BMC refused a new session: its session limit is reached (other clients hold its sessions)")
 	// ErrTLS means the BMC's certificate was not trusted (unknown issuer, wrong name, expired):
 	// the host's CA bundle (spec.bmc.caBundleName) does not hold the BMC's CA.
-	ErrTLS = errors.New("the BMC's TLS certificate is not trusted: put the CA that signed it in a Secret (key ca.crt) named by spec.bmc.caBundleName")
+	ErrTLS = errors.New("the BMC's TLS certificate is not trusted: put the CA that signed it in a Secret (key ca.crt) named by spec.bmc.caBundleName, or, if the certificate is expired or names another host, renew it on the BMC")
 	// ErrCircuitOpen means recent calls to this BMC kept failing; calls fail fast until a probe
 	// succeeds again.
 	ErrCircuitOpen = errors.New("BMC circuit breaker open: recent calls kept failing")

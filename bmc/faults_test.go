@@ -222,6 +222,8 @@ func TestParseAddress(t *testing.T) {
 		{in: "redfish//admin:secret@10.0.0.5", err: "scheme must be"},
 		{in: "redfish:/admin:secret@10.0.0.5", err: "no host"},
 		{in: "redfish://::", err: "not an IP address or host name"},
+		// A password with a '/' ends the URL's authority there: Go's parser then quotes it as a port.
+		{in: "redfish://admin:secret/x@10.0.0.5", err: "not a URL"},
 		{in: "redfish://bmc$1.rack", err: "not an IP address or host name"},
 		{in: "redfish://bmc_07.rack-1.example:443", base: "https://bmc_07.rack-1.example:443"},
 	} {

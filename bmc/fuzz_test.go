@@ -197,11 +197,12 @@ func FuzzTaskStatus(f *testing.F) {
 	})
 }
 
-// fuzzClient connects to sim without retries (a fuzzed answer is given once).
+// fuzzClient connects to sim.
 func fuzzClient(t *testing.T, sim *simulator.Server) *client {
 	t.Helper()
 	opts := fastOpts
-	opts.Retries, opts.BreakerThreshold = 1, 1000
+	// One try each (a fuzzed answer is given once), and time enough on a machine the fuzzer keeps busy.
+	opts.Retries, opts.BreakerThreshold, opts.AttemptTimeout = 1, 1000, 5*time.Second
 	c, err := connect(t.Context(), target(sim), opts, nil)
 	if err != nil {
 		t.Fatalf("connect: %v", err)

@@ -97,9 +97,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 		resp, used, err := t.attempt(req, body, !public)
-		if !tlsVerification(err) { // the BMC answered; its certificate is a matter of configuration
-			t.breaker.record(err == nil && resp.StatusCode < 500)
-		}
+		t.recordAnswer(resp, err)
 		if err == nil && resp.StatusCode == http.StatusUnauthorized && !public && !reauthed && used != "" {
 			// The session expired or the BMC restarted: the request was refused, not executed.
 			// (Not with Basic credentials: sending the same ones again is one more failed login
@@ -219,7 +217,7 @@ func (t *transport) ensureSession(ctx context.Context) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, _, err := t.attempt(req, payload, false)
-	t.breaker.record(err == nil && resp.StatusCode < 500)
+	t.recordAnswer(resp, err)
 	if err != nil {
 		return fmt.Errorf("creating a Redfish session: %w", err)
 	}
@@ -488,6 +486,14 @@ func (t *transport) stream(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	resp, _, err := t.attempt(req, nil, true)
-	t.breaker.record(err == nil && resp.StatusCode < 500)
+	t.recordAnswer(resp, err)
 	return resp, err
+}
+
+// recordAnswer tells the breaker whether the BMC answered a request. A certificate not trusted is
+// a matter of configuration, not of the BMC's health: not counted.
+func (t *transport) recordAnswer(resp *http.Response, err error) {
+	if !tlsVerification(err) {
+		t.breaker.record(err == nil && resp.StatusCode < 500)
+	}
 }

@@ -294,12 +294,25 @@ type Request struct {
 	Body         []byte      // the first MiB
 }
 
-// OnRequest registers an observer called with every request, before it is served (the secrets
+// OnRequest registers an observer called with every request once it was handled (the secrets
 // sweep of the e2e suite reads what the provider sends its BMCs).
 func (s *Server) OnRequest(f func(Request)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.requestObservers = append(s.requestObservers, f)
+}
+
+// cappedBuffer keeps the first max bytes written to it.
+type cappedBuffer struct {
+	bytes.Buffer
+	max int
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if room := b.max - b.Len(); room > 0 {
+		b.Buffer.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
 }
 
 // ActiveSessions returns how many sessions the BMC holds.
@@ -317,16 +330,22 @@ func (s *Server) handler() http.Handler {
 		requestObservers := s.requestObservers
 		s.mu.Unlock()
 		if len(requestObservers) > 0 {
-			// What a BMC's own request log could keep: method, path, headers (credentials headers
-			// left out) and the first MiB of the body.
-			body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+			// What a BMC's own request log could keep, once the request was handled: method,
+			// path, headers (credentials headers left out) and the first MiB of the body it read
+			// (copied as the handler reads it: serving is not changed).
+			body := &cappedBuffer{max: 1 << 20}
+			r.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.TeeReader(r.Body, body), r.Body}
 			header := r.Header.Clone()
 			header.Del("Authorization")
 			header.Del("X-Auth-Token")
-			for _, f := range requestObservers {
-				f(Request{Method: r.Method, Path: r.URL.RequestURI(), Header: header, Body: body})
-			}
+			defer func() {
+				for _, f := range requestObservers {
+					f(Request{Method: r.Method, Path: r.URL.RequestURI(), Header: header, Body: body.Bytes()})
+				}
+			}()
 		}
 		s.mu.Lock()
 		s.stats.Requests[r.Method]++

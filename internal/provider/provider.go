@@ -77,11 +77,6 @@ func seedServer(mgr ctrl.Manager, o controllers.Options) (*seed.Server, error) {
 		Rate: rate.Limit(o.SeedRate), Burst: o.SeedBurst, IPXERate: rate.Limit(o.SeedIPXERate), IPXEBurst: o.SeedIPXEBurst}, nil
 }
 
-// MaxLogVerbosity is the most verbose level the manager logs at (--v): from 8 on, client-go logs
-// the body of every API request and answer, Secrets included (BMC passwords, image-server
-// credentials, bootstrap data, seed tokens). The e2e suite's secrets sweep logs at this level.
-const MaxLogVerbosity = 7
-
 // The seed server's own client-side rate limit: it reads a seed Secret once per version, the
 // bootstrap data of authenticated requests (once per 30 s), and hosts before a refusal (at most
 // 5 per second, see seed.Server.Reader).

@@ -54,19 +54,27 @@ func FuzzWebhookAdmission(f *testing.F) {
 	}{
 		{0, `{"bmc":{"address":"redfish://10.0.0.5/redfish/v1/Systems/1","credentialsName":"bmc"},"bootMACAddress":"52:54:00:00:00:01"}`},
 		{0, `{"bmc":{"address":"redfish://root:` + fuzzSecret + `@10.0.0.5","credentialsName":"bmc"}}`},
-		{0, `{"bmc":{"address":"redfish://10.0.0.5","credentialsName":"bmc"},"serviceBoot":{"image":{"url":"` + secretURL + `/svc.iso"}}}`},
+		{0, `{"bmc":{"address":"redfish://10.0.0.5","credentialsName":"bmc"},"serviceBoot":{"image":"` + secretURL + `/svc.iso","requestor":"ops"}}`},
 		{1, `{"image":{"url":"https://images.example/ubuntu.qcow2","checksum":"` + strings.Repeat("ab", 32) + `"}}`},
 		{1, `{"image":{"url":"` + secretURL + `/os.raw","checksum":"` + secretURL + `/SHA256SUMS"}}`},
 		{1, `{"image":{"url":"https://images.example/live.iso"},"bootMethod":"PXE"}`},
 		{2, `{"image":{"url":"https://images.example/os.img","format":"raw","checksum":"x"}}`},
 		{2, `{"image":{"url":"https://images.example/os.raw","checksumType":"sha512","checksum":"` + strings.Repeat("0", 128) + `","caBundleName":"ca"}}`},
-		{3, `{"hostName":"h1","steps":[{"power":"Off"}]}`},
-		{4, `{"hostName":"h1","reason":"firmware","requestor":"ops","tasks":[{"firmware":{"imageURI":"` + secretURL + `/bios.bin","target":"BIOS"}}]}`},
-		{4, `{"hostName":"h1","reason":"bios","requestor":"ops","tasks":[{"bios":{"attributes":{"SriovGlobalEnable":"Enabled"}}}]}`},
+		{3, `{"hostName":"h1","tasks":[{"power":"Off"},{"insertMedia":{"url":"` + secretURL + `/x.iso"}}]}`},
+		{4, `{"hostName":"h1","reason":"firmware","requestor":"ops","tasks":[{"firmware":{"component":"BIOS","plan":[{"version":"2.1","imageURL":"` + secretURL + `/bios.bin"}]}}]}`},
+		{4, `{"hostName":"h1","reason":"bios","requestor":"ops","tasks":[{"biosSettings":{"attributes":{"SriovGlobalEnable":"Enabled"}}}]}`},
+		{4, `{"hostName":"h1","reason":"os","requestor":"ops","tasks":[{"bootImage":{"url":"` + secretURL + `/rescue.iso"}}]}`},
 		{5, `{"windows":[{"start":"0 2 * * 6","duration":"4h","timeZone":"Europe/Berlin"}],"maxUnavailable":"10%"}`},
 		{5, `{"windows":[{"start":"0 0 30 2 *","duration":"1h"}],"maxParallel":0}`},
-		{6, `{"hostSelector":{"matchLabels":{"rack":"r1"}},"template":{"reason":"firmware","requestor":"ops"}}`},
+		{6, `{"hostSelector":{"matchLabels":{"rack":"r1"}},"template":{"reason":"firmware","requestor":"ops","tasks":[{"firmware":{"component":"BMC","plan":[{"version":"1","imageURL":"` + secretURL + `/bmc.bin"}]}}]}}`},
 	} {
+		// Each seed names real fields: json.Unmarshal drops unknown ones, and a seed that says
+		// nothing would seed nothing.
+		d := json.NewDecoder(strings.NewReader(s.spec))
+		d.DisallowUnknownFields()
+		if err := d.Decode(admissionKinds[s.kind].spec(admissionKinds[s.kind].new())); err != nil {
+			f.Fatalf("seed %s: %v", s.spec, err)
+		}
 		f.Add(uint8(s.kind), []byte(s.spec))
 	}
 	scheme := runtime.NewScheme()

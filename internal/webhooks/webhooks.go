@@ -76,11 +76,15 @@ type Host struct {
 // ValidateCreate checks the BMC address; a missing credentials Secret is only a warning (GitOps
 // tools may apply the host before its Secret).
 func (v *Host) ValidateCreate(ctx context.Context, h *infrav1.RedfishHost) (admission.Warnings, error) {
-	return v.validate(ctx, h, checks{duplicates: true, serviceBoot: true, credentials: true})
+	return v.validate(ctx, h, checks{address: true, duplicates: true, serviceBoot: true, credentials: true})
 }
 
 // checks are the parts of validate that an update only needs when what they check changed.
 type checks struct {
+	// address: the BMC address parses. On an update only when it changed: a host admitted by an
+	// older release, whose address this one refuses, keeps taking other updates (its finalizer's
+	// removal included).
+	address bool
 	// duplicates: another host for the same BMC system or boot MAC (lists or reads hosts).
 	duplicates bool
 	// serviceBoot: the service boot's image and who may ask for it.
@@ -117,6 +121,7 @@ func (v *Host) ValidateUpdate(ctx context.Context, old, h *infrav1.RedfishHost) 
 	// The service boot only when it changes: a host keeps accepting other updates (finalizers,
 	// reboot requests) whatever it was given before.
 	return v.validate(ctx, h, checks{
+		address:     old.Spec.BMC.Address != h.Spec.BMC.Address,
 		duplicates:  identityChanged,
 		serviceBoot: !reflect.DeepEqual(old.Spec.ServiceBoot, h.Spec.ServiceBoot),
 		credentials: !reflect.DeepEqual(old.Spec.BMC, h.Spec.BMC),
@@ -130,7 +135,7 @@ func (v *Host) ValidateDelete(context.Context, *infrav1.RedfishHost) (admission.
 
 func (v *Host) validate(ctx context.Context, h *infrav1.RedfishHost, check checks) (admission.Warnings, error) {
 	var errs field.ErrorList
-	if _, err := bmc.ParseAddress(h.Spec.BMC.Address); err != nil {
+	if _, err := bmc.ParseAddress(h.Spec.BMC.Address); err != nil && check.address {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "bmc", "address"), redactedAddress(h.Spec.BMC.Address), err.Error()))
 	}
 	if sb := h.Spec.ServiceBoot; sb != nil && check.serviceBoot {

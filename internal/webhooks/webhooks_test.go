@@ -600,3 +600,20 @@ func TestAMachineAdmittedBeforeTheImageChecksKeepsItsUpdates(t *testing.T) {
 		t.Error("an image changed by an update was not checked")
 	}
 }
+
+// A host stored with an address admitted by an older release (an IPv6 zone, refused now) keeps
+// taking the updates controllers and operators make, its finalizer's removal included: only a
+// changed address is checked.
+func TestAHostWhoseAddressIsRefusedNowStaysUpdatable(t *testing.T) {
+	old := host("redfish+http://[fe80::1%25eth0]:80", nil)
+	old.Finalizers = []string{"redfishhost.infrastructure.cluster.x-k8s.io"}
+	updated := old.DeepCopy()
+	updated.Finalizers = nil
+	if _, err := (&Host{}).ValidateUpdate(t.Context(), old, updated); err != nil {
+		t.Fatalf("removing the finalizer of a host whose stored address is refused now: %v", err)
+	}
+	updated.Spec.BMC.Address = "redfish+http://[fe80::2%25eth0]:80"
+	if _, err := (&Host{}).ValidateUpdate(t.Context(), old, updated); err == nil {
+		t.Fatal("a changed address that is refused was admitted")
+	}
+}

@@ -52,9 +52,11 @@ var _ = Describe("A BMC address given to another server", Label("reused-address"
 			s, err := simulator.New(simulator.Config{
 				ID: fmt.Sprintf("second-%d", i), Index: i, Fleet: fleet, Profile: simulator.Profiles[names[(i+1)%len(names)]],
 				PowerLatency: 50 * time.Millisecond, Listen: strings.TrimPrefix(old.URL(), "http://"),
+				Password: "second-" + sweepMarker,
 			})
 			Expect(err).NotTo(HaveOccurred())
 			DeferCleanup(s.Close)
+			s.OnRequest(sweepBMCRequest)
 			b.fleet.Servers = append(b.fleet.Servers, s)
 			Expect(s.Address()).To(Equal(old.Address()))
 			creds, h := sample.Host(b.ns, s)

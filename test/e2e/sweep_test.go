@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -15,9 +18,9 @@ import (
 	. "github.com/onsi/gomega"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,13 +40,28 @@ import (
 // rotate to) and image-server password carries sweepMarker; every bootstrap data value begins
 // with "#cloud-config for " (sample.BootstrapData); and every seed token written during the run
 // is collected from the seed Secrets. Searched: the manager's log at its most verbose level (as the
-// release's JSON encoder writes it), every event, every object of ours and CAPI's Machines and
+// release's logger writes it, klog's included), every event, every object of ours and CAPI's Machines and
 // Clusters as each version is written (status, conditions, annotations), and the metrics at the
 // end; and every request the beds' BMCs received outside those that must carry a secret (see
 // sweepBMCRequest). The suite fails if any marker is found (AfterSuite).
 const sweepMarker = "Sw33pMarker"
 
-var sweepStatic = []string{sweepMarker, "#cloud-config for "}
+var sweepStatic = withBase64(sweepMarker, "#cloud-config for ")
+
+// withBase64 is the markers and what base64 makes of them (a log encodes a []byte value so, as a
+// Secret's data is): standard and URL alphabets, at each of the three offsets a marker can start
+// at in the encoded bytes, without the characters its neighbours share.
+func withBase64(markers ...string) []string {
+	out := append([]string(nil), markers...)
+	for _, m := range markers {
+		for offset := range 3 {
+			enc := base64.StdEncoding.EncodeToString(append(make([]byte, offset), m...))
+			start, end := (4*offset+2)/3, 8*(offset+len(m))/6
+			out = append(out, enc[start:end], strings.NewReplacer("+", "-", "/", "_").Replace(enc[start:end]))
+		}
+	}
+	return out
+}
 
 // hex64 finds what could be a seed token (64 hex digits); image checksums look the same, so a
 // match counts only when it is a token the run wrote.
@@ -55,7 +73,11 @@ type sweeper struct {
 	hits    []string          // what was found, where
 	hex     map[string]string // 64-hex strings seen in the sinks -> where, first
 	tokens  map[string]bool   // the seed tokens written
+	hexFull bool              // more 64-hex strings were seen than hex holds: the token check is incomplete
 }
+
+// maxHex bounds the 64-hex strings kept (checksums and tokens: a few thousand in a run).
+const maxHex = 1 << 20
 
 var sweep = &sweeper{scanned: map[string]int{}, hex: map[string]string{}, tokens: map[string]bool{}}
 
@@ -76,7 +98,11 @@ func (s *sweeper) scan(sink, where, text string) {
 		}
 	}
 	for _, h := range hexes {
-		if _, ok := s.hex[strings.ToLower(h)]; !ok && len(s.hex) < 1<<20 {
+		if _, ok := s.hex[strings.ToLower(h)]; !ok {
+			if len(s.hex) >= maxHex {
+				s.hexFull = true
+				continue
+			}
 			s.hex[strings.ToLower(h)] = sink + " " + where
 		}
 	}
@@ -95,12 +121,17 @@ func (w logWriter) Write(p []byte) (int, error) {
 }
 
 // sweptLogger logs at the most verbose level the manager allows (provider.MaxLogVerbosity),
-// JSON-encoded as the release's manager does.
+// JSON-encoded (the release's klog text format writes the same values; a []byte in base64 in
+// both, which the markers' base64 forms catch). klog's own verbosity is raised to the same level
+// (klogVerbosity), for what logs through klog rather than a context's logger.
 func sweptLogger() zap.Opts {
 	var next io.Writer
 	if os.Getenv("E2E_LOGS") != "" {
 		next = GinkgoWriter
 	}
+	var fs flag.FlagSet
+	klog.InitFlags(&fs)
+	Expect(fs.Set("v", strconv.Itoa(provider.MaxLogVerbosity))).To(Succeed())
 	return func(o *zap.Options) {
 		o.DestWriter = logWriter{next: next}
 		o.Development = false
@@ -118,16 +149,18 @@ func startSweep(ctx context.Context) {
 		&corev1.Secret{}: {Field: fields.OneTermEqualSelector("type", string(seed.SecretType))},
 	}})
 	Expect(err).NotTo(HaveOccurred())
-	for _, obj := range []client.Object{
-		&corev1.Event{}, &eventsv1.Event{}, &infrav1.RedfishHost{}, &infrav1.RedfishMachine{}, &infrav1.RedfishCluster{},
-		&infrav1.RedfishJob{}, &infrav1.RedfishRemediation{}, &expv1.RedfishMaintenance{}, &expv1.RedfishMaintenancePolicy{},
-		&expv1.RedfishMaintenanceSet{}, &clusterv1.Machine{}, &clusterv1.Cluster{},
+	// (Events are read through the core API only: events.k8s.io serves the same objects.)
+	for name, obj := range map[string]client.Object{
+		"Event": &corev1.Event{}, "RedfishHost": &infrav1.RedfishHost{}, "RedfishMachine": &infrav1.RedfishMachine{},
+		"RedfishCluster": &infrav1.RedfishCluster{}, "RedfishJob": &infrav1.RedfishJob{}, "RedfishRemediation": &infrav1.RedfishRemediation{},
+		"RedfishMaintenance": &expv1.RedfishMaintenance{}, "RedfishMaintenancePolicy": &expv1.RedfishMaintenancePolicy{},
+		"RedfishMaintenanceSet": &expv1.RedfishMaintenanceSet{}, "Machine": &clusterv1.Machine{}, "Cluster": &clusterv1.Cluster{},
 	} {
 		inf, err := c.GetInformer(ctx, obj)
 		Expect(err).NotTo(HaveOccurred())
 		_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    func(o any) { sweepObject(o) },
-			UpdateFunc: func(_, o any) { sweepObject(o) },
+			AddFunc:    func(o any) { sweepObject(name, o) },
+			UpdateFunc: func(_, o any) { sweepObject(name, o) },
 		})
 		Expect(err).NotTo(HaveOccurred())
 	}
@@ -164,7 +197,7 @@ func sweepBMCRequest(r simulator.Request) {
 	sweep.scan("bmc-requests", r.Method+" "+path, r.Method+" "+r.Path+" "+fmt.Sprint(r.Header)+" "+string(r.Body))
 }
 
-func sweepObject(o any) {
+func sweepObject(kind string, o any) {
 	shared, ok := o.(client.Object)
 	if !ok {
 		return
@@ -175,8 +208,7 @@ func sweepObject(o any) {
 	if err != nil {
 		return
 	}
-	kind := fmt.Sprintf("%T", obj)
-	sweep.scan(strings.TrimPrefix(kind, "*"), obj.GetNamespace()+"/"+obj.GetName(), string(b))
+	sweep.scan(kind, obj.GetNamespace()+"/"+obj.GetName(), string(b))
 }
 
 var _ = AfterSuite(func() {
@@ -206,7 +238,10 @@ var _ = AfterSuite(func() {
 	sort.Strings(counts)
 	AddReportEntry("secrets-sweep", fmt.Sprintf("searched for %d markers and %d seed tokens: %s; found %d",
 		len(sweepStatic), len(sweep.tokens), strings.Join(counts, ", "), len(hits)))
-	Expect(sweep.scanned["log"]).To(BeNumerically(">", 0), "the sweep searched no log line: it proves nothing")
+	for _, sink := range []string{"log", "bmc-requests", "Event", "RedfishHost", "RedfishMachine", "Machine", "metrics"} {
+		Expect(sweep.scanned[sink]).To(BeNumerically(">", 0), "the sweep searched nothing in %s: it proves nothing there", sink)
+	}
+	Expect(sweep.hexFull).To(BeFalse(), "more 64-hex strings than the sweep keeps: seed tokens may have gone unseen")
 	for _, h := range hits {
 		fmt.Fprintln(GinkgoWriter, "secret found:", h)
 	}

@@ -22,7 +22,7 @@ func FuzzMaintenanceWindow(f *testing.F) {
 	}{
 		{"0 2 * * 6", "Europe/Berlin", 240}, {"*/15 * * * *", "", 5}, {"0 0 29 2 *", "UTC", 60},
 		{"0 0 30 2 *", "", 60}, {"@weekly", "America/New_York", 1440}, {"CRON_TZ=UTC 0 2 * * *", "", 60},
-		{"30 2 * 3 0", "Europe/London", 90}, {"0 0 1 1 *", "Pacific/Kiritimati", 1}, {"@every 1h", "", 30},
+		{"30 2 * 3 0", "Europe/London", 90}, {"0 0 1 1 *", "Pacific/Kiritimati", 1}, {"@every 1h", "", 30}, {"@every 1h", "", 120},
 	} {
 		f.Add(s.start, s.tz, s.minutes, int64(1767225600)) // 2026-01-01
 	}

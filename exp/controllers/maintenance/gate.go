@@ -35,7 +35,8 @@ func ParseWindow(w expv1.MaintenanceWindow) (cron.Schedule, *time.Location, erro
 		return nil, nil, fmt.Errorf("start %q: give the time zone in timeZone, not in the schedule", w.Start)
 	}
 	if strings.HasPrefix(strings.TrimSpace(w.Start), "@every") {
-		// A delay counted from whenever it is asked: no start of its own, never open.
+		// A delay counted from whenever it is asked: no start of its own (never open, or always
+		// with a duration of at least the delay).
 		return nil, nil, fmt.Errorf("start %q is a delay, not a time a window starts: give a cron schedule such as \"0 * * * *\" (hourly)", w.Start)
 	}
 	sched, err := cron.ParseStandard(w.Start)
