@@ -48,6 +48,7 @@ type flags struct {
 	metricsAddr, probeAddr  string
 	leaderElect             bool
 	leaderElectionNamespace string
+	leaderElection          provider.LeaderElection
 	watchNamespace          string
 	watchFilter             string
 	concurrency             int
@@ -87,6 +88,9 @@ func main() {
 	fs.StringVar(&f.probeAddr, "health-probe-bind-address", ":9440", "Address the health probes bind to.")
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "Elect a leader so only one replica reconciles.")
 	fs.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election lease (default: the pod's namespace; required when running outside a cluster).")
+	fs.DurationVar(&f.leaderElection.LeaseDuration, "leader-elect-lease-duration", provider.DefaultLeaderElection.LeaseDuration, "How long a lease taken by the leader is valid: a replica that dies without releasing it is replaced after this long.")
+	fs.DurationVar(&f.leaderElection.RenewDeadline, "leader-elect-renew-deadline", provider.DefaultLeaderElection.RenewDeadline, "How long the leader keeps trying to renew its lease before it stops reconciling (and exits); shorter than --leader-elect-lease-duration.")
+	fs.DurationVar(&f.leaderElection.RetryPeriod, "leader-elect-retry-period", provider.DefaultLeaderElection.RetryPeriod, "How often replicas try to take or renew the lease.")
 	fs.StringVar(&f.watchNamespace, "namespace", "", "Only watch this namespace (default: all).")
 	fs.StringVar(&f.watchFilter, "watch-filter", "", "Not supported any more: the manager refuses to start when it is set.")
 	fs.IntVar(&f.concurrency, "concurrency", 50, "Concurrent reconciles per controller.")
@@ -142,6 +146,9 @@ func run(ctx context.Context, f flags) error {
 	if err := checkSeedFlags(f); err != nil {
 		return err
 	}
+	if err := f.leaderElection.Validate(); err != nil {
+		return err
+	}
 	if f.watchFilter != "" {
 		// Claims and remediations never honoured it: two managers sharing a namespace would
 		// claim each other's hosts. Refuse rather than run unsharded.
@@ -181,6 +188,9 @@ func run(ctx context.Context, f flags) error {
 		LeaderElectionID:              "controller-leader-election-caprf",
 		LeaderElectionNamespace:       f.leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &f.leaderElection.LeaseDuration,
+		RenewDeadline:                 &f.leaderElection.RenewDeadline,
+		RetryPeriod:                   &f.leaderElection.RetryPeriod,
 		HealthProbeBindAddress:        f.probeAddr,
 		Metrics:                       metricsOpts,
 		PprofBindAddress:              f.profilerAddr,
@@ -205,7 +215,7 @@ func run(ctx context.Context, f flags) error {
 		return fmt.Errorf("creating cluster cache: %w", err)
 	}
 
-	var bmcOpts bmc.Options
+	bmcOpts := bmc.Options{UserAgent: provider.UserAgent()}
 	if f.imageCAFile != "" {
 		pem, err := os.ReadFile(f.imageCAFile)
 		if err != nil {

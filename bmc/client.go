@@ -122,6 +122,9 @@ type Options struct {
 	// ImageRootCAs verify the HTTPS image servers the provider downloads firmware images from
 	// (for BMCs that only take a pushed image); nil: the system's roots.
 	ImageRootCAs *x509.CertPool
+	// UserAgent, when set, is the User-Agent header of every request to a BMC: BMCs keep it in
+	// their audit logs, which then name the manager replica that sent a request.
+	UserAgent string
 	// Observe, when set, is told about every HTTP request: the BMC base URL, method, status
 	// (0 without an answer) and duration. The manager feeds Prometheus with it.
 	Observe func(bmc, method string, status int, d time.Duration)

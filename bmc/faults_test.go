@@ -184,6 +184,13 @@ func TestTLSVerifiesTheBMCCertificate(t *testing.T) {
 	} else if !errors.Is(err, ErrTLS) || !strings.Contains(err.Error(), "caBundleName") {
 		t.Errorf("a certificate not trusted gave %v: want ErrTLS, naming spec.bmc.caBundleName", err)
 	}
+	// The BMC saw the handshake fail (the e2e spec tls counts them to know a host tried).
+	for deadline := time.Now().Add(5 * time.Second); s.Stats().TLSHandshakeFailures == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := s.Stats().TLSHandshakeFailures; n == 0 {
+		t.Error("the simulator counted no failed TLS handshake")
+	}
 	withCA, err := connect(ctx, target(s), fastOpts, nil)
 	if err != nil {
 		t.Fatalf("with the CA bundle: %v", err)

@@ -143,7 +143,6 @@ func FuzzRedfishDocuments(f *testing.F) {
 		sim.Fault.ClearAnswers()
 		sim.Fault.AnswerTo(d.path, 1, status, body)
 		c := fuzzClient(t, sim)
-		defer c.close(time.Second)
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		defer cancel()
 		start := time.Now()
@@ -179,7 +178,6 @@ func FuzzTaskStatus(f *testing.F) {
 		sim.Fault.ClearAnswers()
 		sim.Fault.AnswerTo(uri, 1, status, body)
 		c := fuzzClient(t, sim)
-		defer c.close(time.Second)
 		task, err := c.TaskStatus(t.Context(), uri)
 		if err != nil || !task.Done || task.Failed {
 			return
@@ -207,6 +205,12 @@ func fuzzClient(t *testing.T, sim *simulator.Server) *client {
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
+	// Logged out and its connections closed: a client a run leaves open holds a file descriptor
+	// and a simulator goroutine, and a long run of the fuzzer ran out of both.
+	t.Cleanup(func() {
+		c.close(time.Second)
+		c.tr.closeIdle()
+	})
 	return c
 }
 

@@ -152,6 +152,9 @@ func (t *transport) attempt(orig *http.Request, body []byte, authorize bool) (*h
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.ContentLength = int64(len(body))
 	}
+	if t.opts.UserAgent != "" {
+		req.Header.Set("User-Agent", t.opts.UserAgent)
+	}
 	used := ""
 	if authorize && sameHost(req.URL, t.baseURL) { // never credentials to another host a redirect names
 		used = t.authorize(req)

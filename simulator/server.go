@@ -1,14 +1,17 @@
 package simulator
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"crypto/subtle"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -151,6 +154,9 @@ type Stats struct {
 	ResetsDuringUpdate int
 	// PushedBytes counts the bytes of firmware images pushed to the MultipartHttpPushUri.
 	PushedBytes int64
+	// TLSHandshakeFailures counts the TLS handshakes that failed, such as those of a client that
+	// does not trust the server's certificate (a real BMC logs them too).
+	TLSHandshakeFailures int
 	// ImageUsers lists, per SimpleUpdate, the Username it gave for the image server ("" for none).
 	ImageUsers []string
 	// StaleIfMatch counts PATCHes refused with 412 because their If-Match was stale.
@@ -199,6 +205,7 @@ func New(cfg Config) (*Server, error) {
 		stats:     Stats{Requests: map[string]int{}, Resets: map[string]int{}, Posts: map[string]int{}, Gets: map[string]int{}},
 	}
 	s.srv = httptest.NewUnstartedServer(s.handler())
+	s.srv.Config.ErrorLog = log.New(handshakeCounter{s}, "", 0)
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:0"
 	}
@@ -270,7 +277,7 @@ func (s *Server) Stats() Stats {
 	out := Stats{Requests: map[string]int{}, Resets: map[string]int{}, Posts: map[string]int{}, Gets: map[string]int{},
 		SessionsCreated: s.stats.SessionsCreated, SimpleUpdates: s.stats.SimpleUpdates, Boots: s.stats.Boots,
 		PeakInFlight: s.stats.PeakInFlight, IfMatchOnActions: s.stats.IfMatchOnActions, StaleIfMatch: s.stats.StaleIfMatch, PushedBytes: s.stats.PushedBytes,
-		UpdatesRefusedBusy: s.stats.UpdatesRefusedBusy, ResetsDuringUpdate: s.stats.ResetsDuringUpdate,
+		UpdatesRefusedBusy: s.stats.UpdatesRefusedBusy, ResetsDuringUpdate: s.stats.ResetsDuringUpdate, TLSHandshakeFailures: s.stats.TLSHandshakeFailures,
 		ImageUsers: append([]string(nil), s.stats.ImageUsers...)}
 	for k, v := range s.stats.Posts {
 		out.Posts[k] = v
@@ -292,6 +299,14 @@ type Request struct {
 	Method, Path string
 	Header       http.Header // without Authorization and X-Auth-Token
 	Body         []byte      // the first MiB
+	// Status is the HTTP status answered, or for an answer a fault dropped (Dropped) the one the
+	// request was carried out with; 0 when the handling ended without one (a hang the client gave
+	// up on).
+	Status int
+	// Dropped says the request was carried out and its answer lost (Faults.DropResponses).
+	Dropped bool
+	// Received and Answered are when the request arrived and when its handling ended.
+	Received, Answered time.Time
 }
 
 // OnRequest registers an observer called with every request once it was handled (the secrets
@@ -300,6 +315,50 @@ func (s *Server) OnRequest(f func(Request)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.requestObservers = append(s.requestObservers, f)
+}
+
+// handshakeCounter is the HTTP server's error log: it counts failed TLS handshakes, and passes
+// every other line (a handler's panic) on to the standard logger.
+type handshakeCounter struct{ s *Server }
+
+func (h handshakeCounter) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("TLS handshake error")) {
+		h.s.mu.Lock()
+		h.s.stats.TLSHandshakeFailures++
+		h.s.mu.Unlock()
+		return len(p), nil
+	}
+	return log.Writer().Write(p)
+}
+
+// statusWriter notes the status a handler answered.
+type statusWriter struct {
+	http.ResponseWriter
+	status  int
+	dropped bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Hijack hands the connection over (a fault that drops the answer closes it).
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("the connection cannot be taken over")
+	}
+	return hj.Hijack()
 }
 
 // cappedBuffer keeps the first max bytes written to it.
@@ -329,6 +388,7 @@ func (s *Server) handler() http.Handler {
 		s.mu.Lock()
 		requestObservers := s.requestObservers
 		s.mu.Unlock()
+		var sw *statusWriter // the request log's view of the answer, with observers
 		if len(requestObservers) > 0 {
 			// What a BMC's own request log could keep, once the request was handled: method,
 			// path, headers (credentials headers left out) and the first MiB of the body it read
@@ -341,9 +401,12 @@ func (s *Server) handler() http.Handler {
 			header := r.Header.Clone()
 			header.Del("Authorization")
 			header.Del("X-Auth-Token")
+			sw = &statusWriter{ResponseWriter: w}
+			w = sw
+			received := time.Now()
 			defer func() {
 				for _, f := range requestObservers {
-					f(Request{Method: r.Method, Path: r.URL.RequestURI(), Header: header, Body: body.Bytes()})
+					f(Request{Method: r.Method, Path: r.URL.RequestURI(), Header: header, Body: body.Bytes(), Status: sw.status, Dropped: sw.dropped, Received: received, Answered: time.Now()})
 				}
 			}()
 		}
@@ -396,7 +459,11 @@ func (s *Server) handler() http.Handler {
 			w = rec
 		}
 		if s.Fault.takeDrop(r.Method, r.URL.Path) {
-			mux.ServeHTTP(httptest.NewRecorder(), r) // carried out, answer lost
+			lost := httptest.NewRecorder()
+			mux.ServeHTTP(lost, r) // carried out, answer lost
+			if sw != nil {
+				sw.status, sw.dropped = lost.Code, true
+			}
 			if hj, ok := orig.(http.Hijacker); ok {
 				if conn, _, err := hj.Hijack(); err == nil {
 					_ = conn.Close()

@@ -258,9 +258,7 @@ var _ = Describe("Installing images to disk", func() {
 			for _, m := range b.machines("nodes") {
 				old[m.Name] = true
 			}
-			Expect(env.Get(ctx, client.ObjectKeyFromObject(md), md)).To(Succeed())
-			md.Spec.Template.Spec.InfrastructureRef.Name = "qcow2"
-			Expect(env.Update(ctx, md)).To(Succeed())
+			switchTemplate(md, "qcow2")
 			Eventually(func(g Gomega) {
 				ms := b.machines("nodes")
 				g.Expect(ms).To(HaveLen(fleetHosts))

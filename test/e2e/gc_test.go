@@ -280,6 +280,18 @@ func patchAnnotations(obj client.Object, annotations map[string]string, remove .
 	}).Should(Succeed())
 }
 
+// switchTemplate points md at another RedfishMachineTemplate (tried again when CAPI wrote md in
+// between).
+func switchTemplate(md *clusterv1.MachineDeployment, template string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		g.Expect(env.Get(ctx, client.ObjectKeyFromObject(md), md)).To(Succeed())
+		before := md.DeepCopy()
+		md.Spec.Template.Spec.InfrastructureRef.Name = template
+		g.Expect(env.Patch(ctx, md, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))).To(Succeed())
+	}).Should(Succeed())
+}
+
 // scale sets the replicas of md.
 func scale(md *clusterv1.MachineDeployment, replicas int32) {
 	GinkgoHelper()

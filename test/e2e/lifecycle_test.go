@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,10 +38,8 @@ var _ = Describe("Node reuse", Label("node-reuse"), func() {
 
 		By("switching to a new template and deleting the old one at once, as GitOps does")
 		b.template("workers-v2", spec)
-		Expect(env.Get(ctx, client.ObjectKeyFromObject(md), md)).To(Succeed())
-		md.Spec.Template.Spec.InfrastructureRef.Name = "workers-v2"
 		switched := metav1.Now()
-		Expect(env.Update(ctx, md)).To(Succeed())
+		switchTemplate(md, "workers-v2")
 		Expect(env.Delete(ctx, v1)).To(Succeed())
 
 		Eventually(func(g Gomega) {
@@ -82,9 +79,7 @@ var _ = Describe("Cleaning", Label("cleaning"), func() {
 		}
 
 		By("scaling the MachineDeployment to zero")
-		Expect(env.Get(ctx, client.ObjectKeyFromObject(md), md)).To(Succeed())
-		md.Spec.Replicas = ptr.To[int32](0)
-		Expect(env.Update(ctx, md)).To(Succeed())
+		scale(md, 0)
 
 		Eventually(func(g Gomega) {
 			g.Expect(b.machines("workers")).To(BeEmpty())

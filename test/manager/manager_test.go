@@ -13,12 +13,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -67,71 +69,10 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 	}
 	g := NewWithT(t)
 	ctx := t.Context()
-	dir := t.TempDir()
 
-	// The binary, built as the image builds it.
-	bin := filepath.Join(dir, "manager")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "../..")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-
-	// CAPI's controllers and webhooks, and our webhooks (their configuration points at the test
-	// process); the provider's controllers run only in the binary.
-	env, err := testenv.Start(ctx, testenv.Options{
-		SetupProvider: func(ctx context.Context, mgr ctrl.Manager, _ clustercache.ClusterCache) error {
-			return webhooks.Setup(ctx, mgr, mgr.GetAPIReader(), "")
-		},
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = env.Stop() })
-
-	seedAddr, metricsAddr, probeAddr, webhookPort := freeAddr(t), freeAddr(t), freeAddr(t), freePort(t)
-	objs := renderComponents(t, map[string]string{"CAPRF_SEED_URL": "https://" + seedAddr, "CAPRF_SEED_HOSTNAME": "seed.rack.example", "CAPRF_LOGLEVEL": "10"}) // lowered to provider.MaxLogVerbosity: the log is searched for secrets below
-
-	// The release's RBAC, applied for real.
-	var args []string
-	var grace time.Duration // the pod's terminationGracePeriodSeconds
-	for _, o := range objs {
-		switch o.GetKind() {
-		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-			g.Expect(env.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("release"), client.ForceOwnership)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
-		case "Deployment":
-			d := &appsv1.Deployment{}
-			g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, d)).To(Succeed())
-			args = d.Spec.Template.Spec.Containers[0].Args
-			grace = time.Duration(ptr.Deref(d.Spec.Template.Spec.TerminationGracePeriodSeconds, 30)) * time.Second
-		}
-	}
-	g.Expect(args).NotTo(BeEmpty())
-
-	// The Deployment's arguments; only addresses a pod would own are moved to free loopback ports.
-	certDir := webhookCert(t, dir)
-	// The seed server's certificate where cert-manager would mount it, and the CA that the
-	// servers' firmware and image trust.
-	seedCertDir, err := testenv.WriteServingCert(filepath.Join(dir, "seed-certs"), "seed.rack.example")
-	g.Expect(err).NotTo(HaveOccurred())
-	seedCA, err := os.ReadFile(filepath.Join(seedCertDir, "tls.crt"))
-	g.Expect(err).NotTo(HaveOccurred())
-	seedCAs := x509.NewCertPool()
-	g.Expect(seedCAs.AppendCertsFromPEM(seedCA)).To(BeTrue())
-	seedClient := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: seedCAs, MinVersion: tls.VersionTLS12}}}
-	for i, a := range args {
-		switch {
-		case strings.HasPrefix(a, "--seed-bind-address="):
-			args[i] = "--seed-bind-address=" + seedAddr
-		case strings.HasPrefix(a, "--seed-cert-dir="):
-			args[i] = "--seed-cert-dir=" + seedCertDir
-		case strings.HasPrefix(a, "--metrics-bind-address="):
-			args[i] = "--metrics-bind-address=" + metricsAddr
-		}
-	}
-	profilerAddr := freeAddr(t)
-	args = append(args, "--health-probe-bind-address="+probeAddr, fmt.Sprintf("--webhook-port=%d", webhookPort),
-		"--webhook-cert-dir="+certDir, "--leader-election-namespace="+ns, "--profiler-address="+profilerAddr)
-
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	g.Expect(env.WriteKubeconfig(kubeconfig, testenv.KubeconfigOptions{Impersonate: sa})).To(Succeed())
+	rel := startRelease(t, ctx, map[string]string{"CAPRF_SEED_HOSTNAME": "seed.rack.example", "CAPRF_LOGLEVEL": "10"}) // lowered to provider.MaxLogVerbosity: the log is searched for secrets below
+	env, bin, args, kubeconfig, grace := rel.env, rel.bin, rel.args, rel.kubeconfig, rel.grace
+	seedAddr, metricsAddr, probeAddr, profilerAddr, seedCAs, seedClient := rel.seedAddr, rel.metricsAddr, rel.probeAddr, rel.profilerAddr, rel.seedCAs, rel.seedClient
 	logs, stopLeader := startManager(t, bin, args, kubeconfig)
 
 	t.Log("the manager becomes ready (webhook server up) and healthy")
@@ -188,28 +129,7 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 	g.Expect(code).To(Equal(http.StatusUnauthorized), "metrics must not be served without a token")
 
 	t.Log("a second replica, not the leader, serves the seed too: the seed Service may route a booting host to it")
-	seed2 := freeAddr(t)
-	args2 := slices.Clone(args)
-	for i, a := range args2 {
-		switch {
-		case strings.HasPrefix(a, "--seed-bind-address="):
-			args2[i] = "--seed-bind-address=" + seed2
-		case strings.HasPrefix(a, "--metrics-bind-address="):
-			args2[i] = "--metrics-bind-address=" + freeAddr(t)
-		case strings.HasPrefix(a, "--health-probe-bind-address="):
-			args2[i] = "--health-probe-bind-address=" + freeAddr(t)
-		case strings.HasPrefix(a, "--webhook-port="):
-			args2[i] = fmt.Sprintf("--webhook-port=%d", freePort(t))
-		case strings.HasPrefix(a, "--profiler-address="):
-			args2[i] = "--profiler-address=" + freeAddr(t)
-		}
-	}
-	var standbyWebhookPort string
-	for _, a := range args2 {
-		if v, ok := strings.CutPrefix(a, "--webhook-port="); ok {
-			standbyWebhookPort = v
-		}
-	}
+	args2, seed2, standbyWebhookPort := replicaArgs(t, args)
 	logs2, _ := startManager(t, bin, args2, kubeconfig)
 	g.Eventually(func() (int, error) {
 		return httpStatusWith(seedClient, "https://"+seed2+"/v1/rack/rack-cp/not-a-token/meta-data")
@@ -318,6 +238,121 @@ func TestReleasedManagerRunsAMachineWithTheReleasedRBAC(t *testing.T) {
 	for _, s := range servers {
 		g.Expect(s.ActiveSessions()).To(Equal(1), "%s: sessions open after the leader stopped and the standby logged in", s.ID())
 	}
+}
+
+// world is the released manager's world: a real API server with CAPI's controllers and our
+// webhooks, the release's RBAC applied, the manager binary and the Deployment's arguments (with
+// this machine's free ports), and a kubeconfig that acts as the manager's ServiceAccount.
+type world struct {
+	env                                            *testenv.Environment
+	bin, kubeconfig                                string
+	args                                           []string
+	grace                                          time.Duration // the pod's terminationGracePeriodSeconds
+	seedAddr, metricsAddr, probeAddr, profilerAddr string
+	seedCAs                                        *x509.CertPool
+	seedClient                                     *http.Client
+}
+
+// startRelease builds the binary and starts its world; vars are clusterctl's variables
+// (CAPRF_SEED_URL defaults to the seed server's own address).
+func startRelease(t *testing.T, ctx context.Context, vars map[string]string) *world {
+	t.Helper()
+	g := NewWithT(t)
+	dir := t.TempDir()
+	r := &world{}
+
+	// The binary, built as the image builds it.
+	r.bin = filepath.Join(dir, "manager")
+	build := exec.CommandContext(ctx, "go", "build", "-o", r.bin, "../..")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	// CAPI's controllers and webhooks, and our webhooks (their configuration points at the test
+	// process); the provider's controllers run only in the binary.
+	env, err := testenv.Start(ctx, testenv.Options{
+		SetupProvider: func(ctx context.Context, mgr ctrl.Manager, _ clustercache.ClusterCache) error {
+			return webhooks.Setup(ctx, mgr, mgr.GetAPIReader(), "")
+		},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = env.Stop() })
+	r.env = env
+
+	var webhookPort int
+	r.seedAddr, r.metricsAddr, r.probeAddr, webhookPort = freeAddr(t), freeAddr(t), freeAddr(t), freePort(t)
+	vars = maps.Clone(vars)
+	if vars["CAPRF_SEED_URL"] == "" {
+		vars["CAPRF_SEED_URL"] = "https://" + r.seedAddr
+	}
+	objs := renderComponents(t, vars)
+
+	// The release's RBAC, applied for real.
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			g.Expect(env.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("release"), client.ForceOwnership)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
+		case "Deployment":
+			d := &appsv1.Deployment{}
+			g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, d)).To(Succeed())
+			r.args = d.Spec.Template.Spec.Containers[0].Args
+			r.grace = time.Duration(ptr.Deref(d.Spec.Template.Spec.TerminationGracePeriodSeconds, 30)) * time.Second
+		}
+	}
+	g.Expect(r.args).NotTo(BeEmpty())
+
+	// The Deployment's arguments; only addresses a pod would own are moved to free loopback ports.
+	certDir := webhookCert(t, dir)
+	// The seed server's certificate where cert-manager would mount it, and the CA that the
+	// servers' firmware and image trust.
+	seedCertDir, err := testenv.WriteServingCert(filepath.Join(dir, "seed-certs"), "seed.rack.example")
+	g.Expect(err).NotTo(HaveOccurred())
+	seedCA, err := os.ReadFile(filepath.Join(seedCertDir, "tls.crt"))
+	g.Expect(err).NotTo(HaveOccurred())
+	r.seedCAs = x509.NewCertPool()
+	g.Expect(r.seedCAs.AppendCertsFromPEM(seedCA)).To(BeTrue())
+	r.seedClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: r.seedCAs, MinVersion: tls.VersionTLS12}}}
+	for i, a := range r.args {
+		switch {
+		case strings.HasPrefix(a, "--seed-bind-address="):
+			r.args[i] = "--seed-bind-address=" + r.seedAddr
+		case strings.HasPrefix(a, "--seed-cert-dir="):
+			r.args[i] = "--seed-cert-dir=" + seedCertDir
+		case strings.HasPrefix(a, "--metrics-bind-address="):
+			r.args[i] = "--metrics-bind-address=" + r.metricsAddr
+		}
+	}
+	r.profilerAddr = freeAddr(t)
+	r.args = append(r.args, "--health-probe-bind-address="+r.probeAddr, fmt.Sprintf("--webhook-port=%d", webhookPort),
+		"--webhook-cert-dir="+certDir, "--leader-election-namespace="+ns, "--profiler-address="+r.profilerAddr)
+
+	r.kubeconfig = filepath.Join(dir, "kubeconfig")
+	g.Expect(env.WriteKubeconfig(r.kubeconfig, testenv.KubeconfigOptions{Impersonate: sa})).To(Succeed())
+	return r
+}
+
+// replicaArgs returns args with every address a pod owns moved to a free port, for a second
+// replica on this machine, with its seed server's address and its webhook port.
+func replicaArgs(t *testing.T, args []string) (out []string, seedAddr, webhookPort string) {
+	t.Helper()
+	out = slices.Clone(args)
+	seedAddr = freeAddr(t)
+	for i, a := range out {
+		switch {
+		case strings.HasPrefix(a, "--seed-bind-address="):
+			out[i] = "--seed-bind-address=" + seedAddr
+		case strings.HasPrefix(a, "--metrics-bind-address="):
+			out[i] = "--metrics-bind-address=" + freeAddr(t)
+		case strings.HasPrefix(a, "--health-probe-bind-address="):
+			out[i] = "--health-probe-bind-address=" + freeAddr(t)
+		case strings.HasPrefix(a, "--webhook-port="):
+			webhookPort = strconv.Itoa(freePort(t))
+			out[i] = "--webhook-port=" + webhookPort
+		case strings.HasPrefix(a, "--profiler-address="):
+			out[i] = "--profiler-address=" + freeAddr(t)
+		}
+	}
+	return out, seedAddr, webhookPort
 }
 
 // startManager runs the manager binary with args as the manager's ServiceAccount and stops it with

@@ -1,0 +1,282 @@
+package manager
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/caprf/cluster-api-provider-redfish/simulator"
+)
+
+// apiProxy stands between the manager replicas and the kube-apiserver, as a load balancer or an
+// overloaded API server would: while faults are on, it delays requests, answers 429 (priority
+// and fairness) and 500 (an etcd timeout) without passing them on, answers an update 409 (another
+// writer won), and passes a write on but drops its answer (the write landed; the client cannot
+// know). Watches pass through untouched.
+type apiProxy struct {
+	addr     string
+	mu       sync.Mutex
+	on       bool
+	rng      *rand.Rand
+	injected map[string]int
+}
+
+func startAPIProxy(t *testing.T, cfg *rest.Config, seed uint64) *apiProxy {
+	t.Helper()
+	target, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport, err := rest.TransportFor(cfg) // the admin's client certificate; impersonation headers pass through
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &apiProxy{rng: rand.New(rand.NewPCG(seed, 36)), injected: map[string]int{}} //nolint:gosec // test randomness
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			r.Out.Host = target.Host
+		},
+		Transport:     transport,
+		FlushInterval: -1, // watches stream
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.fault(w, r, rp) {
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	p.addr = srv.URL
+	return p
+}
+
+// faults turns the faults on or off.
+func (p *apiProxy) faults(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.on = on
+}
+
+// counts is how many faults of each kind were injected.
+func (p *apiProxy) counts() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range p.injected {
+		out[k] = v
+	}
+	return out
+}
+
+// fault injects a fault into r, and says whether it answered it.
+func (p *apiProxy) fault(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
+	if q := r.URL.Query().Get("watch"); q == "true" || q == "1" {
+		return false
+	}
+	write := r.Method != http.MethodGet && r.Method != http.MethodHead
+	p.mu.Lock()
+	if !p.on {
+		p.mu.Unlock()
+		return false
+	}
+	roll := p.rng.Float64()
+	delay := time.Duration(200+p.rng.IntN(600)) * time.Millisecond
+	kind := ""
+	switch {
+	case roll < 0.05:
+		kind = "latency"
+	case roll < 0.08:
+		kind = "429"
+	case roll < 0.11:
+		kind = "500"
+	case roll < 0.14 && (r.Method == http.MethodPut || r.Method == http.MethodPatch):
+		kind = "409"
+	case roll < 0.17 && write:
+		kind = "dropped answer"
+	}
+	if kind != "" {
+		p.injected[kind]++
+	}
+	p.mu.Unlock()
+	switch kind {
+	case "latency":
+		time.Sleep(delay)
+		return false
+	case "429":
+		w.Header().Set("Retry-After", "1")
+		apiStatus(w, http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests, "the server has received too many requests and has asked us to try again later")
+		return true
+	case "500":
+		apiStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "etcdserver: request timed out")
+		return true
+	case "409":
+		apiStatus(w, http.StatusConflict, metav1.StatusReasonConflict, "Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again")
+		return true
+	case "dropped answer":
+		lost := httptest.NewRecorder()
+		next.ServeHTTP(lost, r) // the write lands
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				_ = conn.Close()
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func apiStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(&metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
+		Code: int32(code), Reason: reason, Message: msg}) //nolint:gosec // HTTP status codes fit
+}
+
+// bmcFaults injects the faults of real BMCs into a fleet at random, one at a time per server,
+// while it runs: bursts of 5xx, a hang past the attempt timeout, 409 on power actions, sessions
+// expired, the BMC itself reset (503 while it restarts) and answers to POSTs dropped after the
+// request was carried out.
+type bmcFaults struct {
+	servers  []*simulator.Server
+	rng      *rand.Rand
+	mu       sync.Mutex
+	injected map[string]int
+}
+
+func (b *bmcFaults) run() func() {
+	b.injected = map[string]int{}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Hangs are the rarest: each holds the BMC's calls for the attempt timeout.
+		const maxHangs = 2
+		hangs := 0
+		for {
+			select {
+			case <-stop:
+				return
+			// About one fault every 2.5s in the fleet, one every 10s per BMC: each flow meets
+			// several, and gets through between them (an open breaker waits out 30s).
+			case <-time.After(time.Duration(1000+b.rng.IntN(3000)) * time.Millisecond):
+			}
+			s := b.servers[b.rng.IntN(len(b.servers))]
+			kind := ""
+			switch b.rng.IntN(7) {
+			case 0:
+				kind = "5xx burst"
+				s.Fault.ErrorBurst(1+b.rng.IntN(4), []int{500, 502, 503}[b.rng.IntN(3)])
+			case 1:
+				kind = "409 on power actions"
+				s.Fault.Conflicts(1 + b.rng.IntN(2))
+			case 2:
+				kind = "sessions expired"
+				s.ExpireSessions()
+			case 3:
+				kind = "BMC reset"
+				s.ResetBMC(time.Duration(500+b.rng.IntN(1000)) * time.Millisecond)
+			case 4:
+				// The answer of the next power action, media insert or erase is lost after the
+				// BMC carried it out: the provider must find out from the BMC, not send it again.
+				action := []string{"/Actions/ComputerSystem.Reset", "/Actions/VirtualMedia.InsertMedia", "/Actions/Drive.SecureErase"}[b.rng.IntN(3)]
+				kind = "answer dropped: " + action[strings.LastIndex(action, "/")+1:]
+				s.Fault.DropResponsesTo(http.MethodPost, action, 1)
+			case 5:
+				kind = "PATCH answer dropped"
+				s.Fault.DropResponses(http.MethodPatch, 1)
+			case 6:
+				if hangs >= maxHangs {
+					continue
+				}
+				// Past the manager's 15s attempt timeout: the requests in flight are given up on,
+				// and the BMC answers again a little later.
+				hangs++
+				kind = "hang past the attempt timeout"
+				s.Fault.Hang()
+				hang := time.Duration(16+b.rng.IntN(4)) * time.Second
+				go func() {
+					select {
+					case <-stop:
+					case <-time.After(hang):
+					}
+					s.Fault.Unhang()
+				}()
+			}
+			b.mu.Lock()
+			b.injected[kind]++
+			b.mu.Unlock()
+		}
+	}()
+	return func() {
+		close(stop)
+		<-done
+		for _, s := range b.servers {
+			s.Fault.Unhang()
+			s.Fault.ErrorBurst(0, 0)
+			s.Fault.Conflicts(0)
+			s.Fault.DropResponses(http.MethodPost, 0)
+			s.Fault.DropResponses(http.MethodPatch, 0)
+		}
+	}
+}
+
+func (b *bmcFaults) counts() map[string]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range b.injected {
+		out[k] = v
+	}
+	return out
+}
+
+// droppedDestructive counts the destructive requests whose answer a fault dropped after the BMC
+// carried them out.
+func (l *lifecycle) droppedDestructive() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, rs := range l.requests {
+		for _, r := range rs {
+			if r.Dropped && destructive(r) != "" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// peakRate is the most requests one BMC got in any one second of the run, counting those only
+// that it failed (answered 409 or 5xx, or left unanswered by a hang) when failing is set, and the
+// server's ID.
+func (l *lifecycle) peakRate(failing bool) (int, string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	peak, where := 0, ""
+	for id, rs := range l.requests {
+		per := map[int64]int{}
+		for _, r := range rs {
+			if failing && (r.Dropped || (r.Status != 0 && r.Status != http.StatusConflict && r.Status < 500)) {
+				continue
+			}
+			per[r.Received.Unix()]++
+		}
+		for _, n := range per {
+			if n > peak {
+				peak, where = n, id
+			}
+		}
+	}
+	return peak, where
+}
