@@ -110,8 +110,11 @@ func FuzzWebhookAdmission(f *testing.F) {
 			// A password is what stands between a URL's ':' and '@' (in the decoded spec: JSON may
 			// escape either); the marker anywhere else (a URL that is only the marker, a path) is
 			// no secret and may be quoted back.
+			// Where the marker stands elsewhere too (a URL that is only the marker), an error
+			// quoting it is a leak only if it quotes it with the '@' that follows a password.
 			decoded, _ := json.Marshal(k.spec(obj))
-			if passwordMarker.Match(decoded) && strings.Contains(err.Error(), fuzzSecret) {
+			elsewhere := strings.Contains(string(passwordMarker.ReplaceAll(decoded, nil)), fuzzSecret)
+			if passwordMarker.Match(decoded) && strings.Contains(err.Error(), fuzzSecret) && (!elsewhere || strings.Contains(err.Error(), fuzzSecret+"@")) {
 				t.Fatalf("%s %s refused with the URL's password in the error: %v", k.kind, spec, err)
 			}
 			return

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
-	"github.com/caprf/cluster-api-provider-redfish/bmc"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 )
 
@@ -94,10 +93,10 @@ func validateJob(j *infrav1.RedfishJob) field.ErrorList {
 			u, err := url.Parse(m.URL)
 			switch {
 			case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-				errs = append(errs, field.Invalid(path.Child("insertMedia", "url"), bmc.Redact(m.URL), "must be an http or https URL with a host"))
+				errs = append(errs, field.Invalid(path.Child("insertMedia", "url"), refusedURL(m.URL), "must be an http or https URL with a host"))
 			case u.User != nil:
 				// The spec is readable by anyone who can read jobs: no credentials in it.
-				errs = append(errs, field.Invalid(path.Child("insertMedia", "url"), bmc.Redact(m.URL), "must not carry credentials (user:password@); serve the image without them, or from a pre-signed URL"))
+				errs = append(errs, field.Invalid(path.Child("insertMedia", "url"), refusedURL(m.URL), "must not carry credentials (user:password@); serve the image without them, or from a pre-signed URL"))
 			}
 		}
 	}

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
-	"github.com/caprf/cluster-api-provider-redfish/bmc"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/exp/controllers/maintenance"
 )
@@ -143,7 +142,7 @@ func validateMaintenance(m *expv1.RedfishMaintenance) field.ErrorList {
 		case t.BootImage != nil:
 			images++
 			if u, err := url.Parse(t.BootImage.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				errs = append(errs, field.Invalid(path.Child("bootImage", "url"), bmc.Redact(t.BootImage.URL), "must be an http or https URL the BMC can reach"))
+				errs = append(errs, field.Invalid(path.Child("bootImage", "url"), refusedURL(t.BootImage.URL), "must be an http or https URL the BMC can reach"))
 			}
 		case t.Firmware != nil:
 			errs = append(errs, validateFirmware(path.Child("firmware"), t.Firmware)...)
@@ -181,11 +180,11 @@ func validateFirmware(path *field.Path, f *expv1.FirmwareUpdate) field.ErrorList
 		u, err := url.Parse(v.ImageURL)
 		switch {
 		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-			errs = append(errs, field.Invalid(p.Child("imageURL"), bmc.Redact(v.ImageURL), "must be an http or https URL the BMC can reach"))
+			errs = append(errs, field.Invalid(p.Child("imageURL"), refusedURL(v.ImageURL), "must be an http or https URL the BMC can reach"))
 		case u.User != nil:
-			errs = append(errs, field.Invalid(p.Child("imageURL"), bmc.Redact(v.ImageURL), "must not carry credentials: put them in the Secret named by imageCredentialsSecretName"))
+			errs = append(errs, field.Invalid(p.Child("imageURL"), refusedURL(v.ImageURL), "must not carry credentials: put them in the Secret named by imageCredentialsSecretName"))
 		case f.ImageCredentialsSecretName != "" && u.Scheme != "https":
-			errs = append(errs, field.Invalid(p.Child("imageURL"), bmc.Redact(v.ImageURL), "must be https when imageCredentialsSecretName is set: the credentials would cross the network in clear"))
+			errs = append(errs, field.Invalid(p.Child("imageURL"), refusedURL(v.ImageURL), "must be https when imageCredentialsSecretName is set: the credentials would cross the network in clear"))
 		}
 		if seen[v.Version] {
 			errs = append(errs, field.Duplicate(p.Child("version"), v.Version))

@@ -141,7 +141,7 @@ func (v *Host) validate(ctx context.Context, h *infrav1.RedfishHost, check check
 	if sb := h.Spec.ServiceBoot; sb != nil && check.serviceBoot {
 		path := field.NewPath("spec", "serviceBoot")
 		if u, err := url.Parse(sb.Image); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, field.Invalid(path.Child("image"), bmc.Redact(sb.Image), "must be an http or https URL the BMC can reach"))
+			errs = append(errs, field.Invalid(path.Child("image"), refusedURL(sb.Image), "must be an http or https URL the BMC can reach"))
 		}
 		// A service boot powers off whatever runs, without a drain: on a host serving a Machine
 		// only a maintenance (which drained it first) may ask for one. A guard against mistakes,
@@ -229,6 +229,16 @@ func sameSystem(a, b bmc.Address) bool {
 
 // redactedAddress never echoes credentials typed into the URL: neither the password nor the
 // username.
+// refusedURL is how a refused URL is quoted back: redacted, and with nothing before its last '@'
+// (a URL typed without its scheme or "//", admin:pw@host/x.iso, is no URL whose userinfo the
+// redaction would find).
+func refusedURL(s string) string {
+	if i := strings.LastIndex(s, "@"); i >= 0 {
+		s = "REDACTED" + s[i:]
+	}
+	return bmc.Redact(s)
+}
+
 func redactedAddress(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -379,7 +389,7 @@ func validateSpec(s *infrav1.RedfishMachineSpec, path *field.Path) field.ErrorLi
 		return append(errs, field.Required(path.Child("image"), "the image to provision hosts with"))
 	}
 	if u, err := url.Parse(img.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, field.Invalid(path.Child("image", "url"), bmc.Redact(img.URL), "must be an http:// or https:// URL with a host"))
+		errs = append(errs, field.Invalid(path.Child("image", "url"), refusedURL(img.URL), "must be an http:// or https:// URL with a host"))
 	}
 	return append(errs, validateImage(img, s.BootMethod, path.Child("image"))...)
 }
@@ -401,10 +411,10 @@ func validateImage(img *infrav1.Image, boot infrav1.BootMethod, path *field.Path
 			errs = append(errs, field.Required(path.Child("checksum"), fmt.Sprintf("a %s image is written to the host's drive only once its checksum is verified: give its %s digest, or the URL of a checksum file", format, img.EffectiveChecksumType())))
 		case install.IsChecksumURL(img.Checksum):
 			if u, err := url.Parse(img.Checksum); err != nil || u.Host == "" {
-				errs = append(errs, field.Invalid(path.Child("checksum"), bmc.Redact(img.Checksum), "must be a hex digest or an http(s) URL with a host"))
+				errs = append(errs, field.Invalid(path.Child("checksum"), refusedURL(img.Checksum), "must be a hex digest or an http(s) URL with a host"))
 			}
 		case !install.ValidDigest(img.Checksum, img.EffectiveChecksumType()):
-			errs = append(errs, field.Invalid(path.Child("checksum"), img.Checksum, fmt.Sprintf("is not a %s digest (%d hex digits) nor an http(s) URL of a checksum file", img.EffectiveChecksumType(), map[infrav1.ChecksumType]int{infrav1.ChecksumSHA256: 64, infrav1.ChecksumSHA512: 128}[img.EffectiveChecksumType()])))
+			errs = append(errs, field.Invalid(path.Child("checksum"), refusedURL(img.Checksum), fmt.Sprintf("is not a %s digest (%d hex digits) nor an http(s) URL of a checksum file", img.EffectiveChecksumType(), map[infrav1.ChecksumType]int{infrav1.ChecksumSHA256: 64, infrav1.ChecksumSHA512: 128}[img.EffectiveChecksumType()])))
 		}
 	} else {
 		if img.Checksum != "" || img.ChecksumType != "" {
