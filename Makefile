@@ -87,7 +87,7 @@ unit: ## Run the tests that need no control plane (fast).
 
 .PHONY: test
 test: verify-gen vet lint ## The whole suite CI runs: generated files, vet, lint, every test (envtest included).
-	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" go test $(GO_TEST_FLAGS) ./...
+	KUBEBUILDER_ASSETS="$$(./hack/envtest-assets.sh)" go test -p 1 $(GO_TEST_FLAGS) ./...
 
 # Fuzz targets (package:target). Their seed corpora run in `make test`; `make fuzz` explores each
 # for FUZZ_TIME, one after the other (docs/fuzzing.md says what each checks and what they found).

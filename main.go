@@ -89,7 +89,7 @@ func main() {
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "Elect a leader so only one replica reconciles.")
 	fs.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election lease (default: the pod's namespace; required when running outside a cluster).")
 	fs.DurationVar(&f.leaderElection.LeaseDuration, "leader-elect-lease-duration", provider.DefaultLeaderElection.LeaseDuration, "How long a lease taken by the leader is valid: a replica that dies without releasing it is replaced after this long.")
-	fs.DurationVar(&f.leaderElection.RenewDeadline, "leader-elect-renew-deadline", provider.DefaultLeaderElection.RenewDeadline, "How long the leader keeps trying to renew its lease before it stops reconciling (and exits); with --leader-elect-retry-period shorter than --leader-elect-lease-duration, and well above the 1s Retry-After a busy API server answers.")
+	fs.DurationVar(&f.leaderElection.RenewDeadline, "leader-elect-renew-deadline", provider.DefaultLeaderElection.RenewDeadline, "How long the leader keeps trying to renew its lease before it stops reconciling (and exits): plus twice --leader-elect-retry-period at most --leader-elect-lease-duration, and well above the 1s Retry-After a busy API server answers.")
 	fs.DurationVar(&f.leaderElection.RetryPeriod, "leader-elect-retry-period", provider.DefaultLeaderElection.RetryPeriod, "How often replicas try to take or renew the lease.")
 	fs.StringVar(&f.watchNamespace, "namespace", "", "Only watch this namespace (default: all).")
 	fs.StringVar(&f.watchFilter, "watch-filter", "", "Not supported any more: the manager refuses to start when it is set.")
@@ -146,8 +146,10 @@ func run(ctx context.Context, f flags) error {
 	if err := checkSeedFlags(f); err != nil {
 		return err
 	}
-	if err := f.leaderElection.Validate(); err != nil {
-		return err
+	if f.leaderElect {
+		if err := f.leaderElection.Validate(); err != nil {
+			return err
+		}
 	}
 	if f.watchFilter != "" {
 		// Claims and remediations never honoured it: two managers sharing a namespace would

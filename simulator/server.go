@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/subtle"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
@@ -101,6 +102,7 @@ type Server struct {
 	requestObservers []func(Request)
 	closed           bool
 	diskDir          string // holds the drives' files (see Drives)
+	caPEM            []byte // the CA of the TLS certificate (TLS only)
 }
 
 type session struct {
@@ -215,6 +217,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.srv.Listener = l
 	if cfg.TLS {
+		cert, ca, err := bmcCertificate(cfg.ID)
+		if err != nil {
+			_ = l.Close()
+			return nil, err
+		}
+		s.caPEM = ca
+		s.srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 		s.srv.StartTLS()
 	} else {
 		s.srv.Start()
@@ -262,13 +271,9 @@ func (s *Server) Credentials() (string, string) {
 	return s.cfg.Username, s.cfg.Password
 }
 
-// CACertPEM returns the PEM certificate of a TLS server (nil for HTTP).
-func (s *Server) CACertPEM() []byte {
-	if s.srv.Certificate() == nil {
-		return nil
-	}
-	return pemCert(s.srv.Certificate().Raw)
-}
+// CACertPEM returns the PEM certificate of the CA that signed a TLS server's certificate, its own
+// (nil for HTTP).
+func (s *Server) CACertPEM() []byte { return s.caPEM }
 
 // Stats returns a copy of the counters.
 func (s *Server) Stats() Stats {

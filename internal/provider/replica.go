@@ -13,23 +13,25 @@ type LeaderElection struct {
 }
 
 // DefaultLeaderElection are controller-runtime's (and Cluster API's) defaults: a replica that dies
-// without giving the lease back is replaced within LeaseDuration plus one RetryPeriod.
+// without giving the lease back is replaced after about LeaseDuration (the others poll every
+// RetryPeriod, jittered: at worst a few RetryPeriods more).
 var DefaultLeaderElection = LeaderElection{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
 
 // Validate refuses timings with which two replicas could both believe they lead. client-go keeps
 // the lease's duration in whole seconds (rounded down) in the Lease; the leader, after its last
 // renewal, waits RetryPeriod and then tries to renew for up to RenewDeadline before it stops,
 // while another replica takes the lease LeaseDuration after it last saw it renewed. So the lease
-// must be whole seconds, and RetryPeriod + RenewDeadline shorter than it; and the leader must get
-// more than one try to renew (client-go's own rule, RetryPeriod jittered by 1.2).
+// must be whole seconds, and longer than RetryPeriod + RenewDeadline with a RetryPeriod to spare
+// (the last renewal's answer travels, and the leader takes a moment to stop); and the leader must
+// get more than one try to renew (client-go's own rule, RetryPeriod jittered by 1.2).
 func (l LeaderElection) Validate() error {
 	switch {
 	case l.LeaseDuration <= 0 || l.RenewDeadline <= 0 || l.RetryPeriod <= 0:
 		return fmt.Errorf("leader election: --leader-elect-lease-duration (%s), --leader-elect-renew-deadline (%s) and --leader-elect-retry-period (%s) must be positive", l.LeaseDuration, l.RenewDeadline, l.RetryPeriod)
 	case l.LeaseDuration%time.Second != 0:
-		return fmt.Errorf("leader election: --leader-elect-lease-duration (%s) must be a whole number of seconds: the Lease keeps whole seconds, and a shorter one lets two replicas lead", l.LeaseDuration)
-	case l.RetryPeriod+l.RenewDeadline >= l.LeaseDuration:
-		return fmt.Errorf("leader election: --leader-elect-retry-period (%s) plus --leader-elect-renew-deadline (%s) must be shorter than --leader-elect-lease-duration (%s): a leader that cannot renew must stop before another replica takes over", l.RetryPeriod, l.RenewDeadline, l.LeaseDuration)
+		return fmt.Errorf("leader election: --leader-elect-lease-duration (%s) must be a whole number of seconds: the Lease keeps whole seconds and drops the rest (%s would be kept as %s), and a lease shorter than the leader's renewals lets two replicas lead", l.LeaseDuration, l.LeaseDuration, l.LeaseDuration.Truncate(time.Second))
+	case 2*l.RetryPeriod+l.RenewDeadline > l.LeaseDuration:
+		return fmt.Errorf("leader election: --leader-elect-renew-deadline (%s) plus twice --leader-elect-retry-period (%s) must not exceed --leader-elect-lease-duration (%s): a leader that cannot renew must stop before another replica takes over", l.RenewDeadline, l.RetryPeriod, l.LeaseDuration)
 	case float64(l.RenewDeadline) <= 1.2*float64(l.RetryPeriod):
 		return fmt.Errorf("leader election: --leader-elect-renew-deadline (%s) must be longer than 1.2 × --leader-elect-retry-period (%s)", l.RenewDeadline, l.RetryPeriod)
 	}

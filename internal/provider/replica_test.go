@@ -14,10 +14,10 @@ func TestLeaderElectionTimingsThatLetTwoReplicasLeadAreRefused(t *testing.T) {
 		l    LeaderElection
 		want string
 	}{
-		{LeaderElection{LeaseDuration: 10 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}, "must be shorter than --leader-elect-lease-duration"},
-		{LeaderElection{LeaseDuration: 4 * time.Second, RenewDeadline: 6 * time.Second, RetryPeriod: time.Second}, "must be shorter than --leader-elect-lease-duration"},
+		{LeaderElection{LeaseDuration: 10 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}, "must not exceed --leader-elect-lease-duration"},
+		{LeaderElection{LeaseDuration: 4 * time.Second, RenewDeadline: 6 * time.Second, RetryPeriod: time.Second}, "must not exceed --leader-elect-lease-duration"},
 		// The leader may still believe it leads at last renewal + RetryPeriod + RenewDeadline.
-		{LeaderElection{LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 500 * time.Millisecond}, "must be shorter than --leader-elect-lease-duration"},
+		{LeaderElection{LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 500 * time.Millisecond}, "must not exceed --leader-elect-lease-duration"},
 		// Kept in the Lease as 0s and 1s: every replica would see it expired.
 		{LeaderElection{LeaseDuration: 900 * time.Millisecond, RenewDeadline: 600 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}, "whole number of seconds"},
 		{LeaderElection{LeaseDuration: 1500 * time.Millisecond, RenewDeadline: 1200 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}, "whole number of seconds"},
@@ -28,6 +28,10 @@ func TestLeaderElectionTimingsThatLetTwoReplicasLeadAreRefused(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want an error saying %q", c.l, err, c.want)
 		}
+	}
+	// No time to spare between the leader's last possible renewal and another replica's takeover.
+	if err := (LeaderElection{LeaseDuration: 3 * time.Second, RenewDeadline: 2499 * time.Millisecond, RetryPeriod: 500 * time.Millisecond}).Validate(); err == nil {
+		t.Error("3s / 2.499s / 500ms: admitted with a millisecond to spare")
 	}
 	if err := (LeaderElection{LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 250 * time.Millisecond}).Validate(); err != nil {
 		t.Errorf("short, consistent timings: %v", err)

@@ -86,7 +86,7 @@ func (s *Server) lookup(ctx context.Context, ns, machine, token string) (*corev1
 // API server's when worth asking. Every replica serves seeds from a cache of its own, which may
 // lag the API server and the leader whose host controller booted the host (a BMC may read its
 // medium the moment it is inserted): a request the cache would refuse is refused only once the
-// API server did, unless the cache's copy shows it cannot be meant (worth false: a MAC looked up
+// API server did, unless the cache's copy shows it cannot be meant (the caller says it is not worth asking: a MAC looked up
 // by iPXE whose host has no PXE claim), or the reads this takes are spent (hostReadRate, for all
 // requests: a token or MAC used after its window, or a rack PXE-looping, never takes the reads
 // booting hosts need). A refusal the API server gave is kept refusalRecheck for the same host and

@@ -1,22 +1,25 @@
 package webhooks
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 )
 
-// A URL typed without its scheme or host, but with credentials in it (admin:pw@host/x.iso), is
-// refused without the password in the error: the error reaches the client, the API server's
-// audit log and whatever records admission failures. Found by FuzzWebhookAdmission.
+// A refused URL with credentials in it is quoted back without the password, at every place
+// admission quotes a URL: typed without its scheme or "//" (admin:pw@host/x.iso), with a '/' in
+// the password (which url.Parse takes for the end of the host), or with a scheme it refuses. The
+// error reaches the client, the API server's audit log and whatever records admission failures.
+// Found by FuzzWebhookAdmission; the scheme stays in the quote (it is often what was wrong).
 func TestARefusedURLNeverEchoesItsPassword(t *testing.T) {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, infrav1.AddToScheme, expv1.AddToScheme} {
@@ -24,27 +27,57 @@ func TestARefusedURLNeverEchoesItsPassword(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(&infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "h1"}}).Build()
-	const pw = "hunter2"
-	for _, u := range []string{"admin:" + pw + "@images.example/x.iso", "https:admin:" + pw + "@images.example/x.iso", ":" + pw + "@"} {
-		m := &infrav1.RedfishMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "m"}, Spec: infrav1.RedfishMachineSpec{Image: &infrav1.Image{URL: u}}}
-		mt := &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "mt"}, Spec: expv1.RedfishMaintenanceSpec{HostName: "h1", Reason: "r", Requestor: "ops",
-			Tasks: []expv1.MaintenanceTask{{BootImage: &expv1.BootImage{URL: u}}}}}
-		// A checksum that is neither a digest nor a URL (checksum URLs carry credentials too).
-		sum := &infrav1.RedfishMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "sum"},
-			Spec: infrav1.RedfishMachineSpec{Image: &infrav1.Image{URL: "https://images.example/os.raw", Checksum: u}}}
-		for _, tc := range []struct {
-			v   any
-			obj client.Object
-		}{{&Machine{Reader: c}, m}, {&Maintenance{Reader: c}, mt}, {&Machine{Reader: c}, sum}} {
-			err := validateCreate(t.Context(), tc.v, tc.obj)
-			if err == nil {
-				t.Errorf("%s with %q admitted", tc.obj.GetName(), u)
-				continue
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "bmc"}, Data: map[string][]byte{"username": []byte("u"), "password": []byte("p")}},
+		&infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "h1"}},
+	).Build()
+	validators := map[string]any{"RedfishHost": &Host{Reader: c}, "RedfishMachine": &Machine{Reader: c}, "RedfishJob": &Job{Reader: c}, "RedfishMaintenance": &Maintenance{Reader: c}}
+	// Each place a URL is quoted back (admissionKinds indexes, a spec with %s for the URL).
+	sites := []struct {
+		kind int
+		spec string
+	}{
+		{0, `{"bmc":{"address":"redfish://10.0.0.5","credentialsName":"bmc"},"serviceBoot":{"image":%s,"requestor":"ops"}}`},
+		{1, `{"image":{"url":%s}}`},
+		{1, `{"image":{"url":"https://images.example/os.raw","checksum":%s}}`},
+		{1, `{"providerID":%s}`},
+		{3, `{"hostName":"h1","tasks":[{"insertMedia":{"url":%s}}]}`},
+		{4, `{"hostName":"h1","reason":"r","requestor":"ops","tasks":[{"bootImage":{"url":%s}}]}`},
+		{4, `{"hostName":"h1","reason":"r","requestor":"ops","tasks":[{"firmware":{"component":"BIOS","plan":[{"version":"2.1","imageURL":%s}]}}]}`},
+	}
+	for _, u := range []string{
+		"admin:hunter2@images.example/x.iso", "https:admin:hunter2@images.example/x.iso", ":hunter2@",
+		"https://admin:hun/ter2@images.example/x.iso", "https://admin:123/x@hunter2.example/x.iso", "ftp://admin:hunter2@images.example/x.iso",
+	} {
+		secret := "hunter2"
+		if strings.Contains(u, "hun/ter2") {
+			secret = "ter2"
+		}
+		if strings.Contains(u, "123/x@") {
+			secret = "123"
+		}
+		for _, site := range sites {
+			k := admissionKinds[site.kind]
+			obj := k.new()
+			obj.SetNamespace("fleet")
+			obj.SetName("o")
+			quoted, _ := json.Marshal(u)
+			if err := json.Unmarshal([]byte(fmt.Sprintf(site.spec, quoted)), k.spec(obj)); err != nil {
+				t.Fatal(err)
 			}
-			if strings.Contains(err.Error(), pw) {
-				t.Errorf("%s with %q: the error repeats the password: %v", tc.obj.GetName(), u, err)
+			err := validateCreate(t.Context(), validators[k.kind], obj)
+			if err == nil {
+				continue // admitted: nothing quoted back
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("%s %s with %q: the error repeats the password: %v", k.kind, site.spec, u, err)
 			}
 		}
+	}
+	if got := refusedURL("ftp://admin:hunter2@images.example/x.iso"); got != "ftp://REDACTED@images.example/x.iso" {
+		t.Errorf("refusedURL kept %q: the scheme (what was wrong) should stay, the credentials go", got)
+	}
+	if d := strings.Repeat("ab", 32); refusedChecksum(d) != d {
+		t.Errorf("a refused digest is quoted as %q: a digest is no secret, and what the operator must compare", refusedChecksum(d))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"reflect"
+	"regexp"
 	"strings"
 	"time"
 
@@ -227,18 +228,31 @@ func sameSystem(a, b bmc.Address) bool {
 	return a.BaseURL == b.BaseURL && (a.SystemPath == "" || b.SystemPath == "" || a.SystemPath == b.SystemPath)
 }
 
-// redactedAddress never echoes credentials typed into the URL: neither the password nor the
-// username.
-// refusedURL is how a refused URL is quoted back: redacted, and with nothing before its last '@'
-// (a URL typed without its scheme or "//", admin:pw@host/x.iso, is no URL whose userinfo the
-// redaction would find).
+// refusedURL is how a refused URL is quoted back: redacted, and with nothing between its scheme
+// and its last '@' (a URL typed without "//", admin:pw@host/x.iso, or with a '/' in its password,
+// is no URL whose userinfo the redaction would find). The scheme stays: it is often what was wrong.
 func refusedURL(s string) string {
 	if i := strings.LastIndex(s, "@"); i >= 0 {
-		s = "REDACTED" + s[i:]
+		scheme := urlScheme.FindString(s[:i])
+		s = scheme + "REDACTED" + s[i:]
 	}
 	return bmc.Redact(s)
 }
 
+// urlScheme is a URL's scheme with its "//", as typed.
+var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*:(//)?`)
+
+// refusedChecksum quotes a refused checksum: a digest as it is (no secret, and what the
+// operator must compare), anything else as a refused URL.
+func refusedChecksum(s string) string {
+	if strings.Trim(strings.ToLower(s), "0123456789abcdef") == "" {
+		return s
+	}
+	return refusedURL(s)
+}
+
+// redactedAddress never echoes credentials typed into the URL: neither the password nor the
+// username.
 func redactedAddress(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -281,7 +295,7 @@ func (v *Machine) restorable(ctx context.Context, m *infrav1.RedfishMachine) (ad
 	path := field.NewPath("spec", "providerID")
 	name := claim.HostOf(m.Spec.ProviderID, m.Namespace)
 	if name == "" {
-		return nil, field.ErrorList{field.Invalid(path, m.Spec.ProviderID, "is set by the controller once a host is claimed; leave it empty (it must name a RedfishHost of namespace "+m.Namespace+")")}
+		return nil, field.ErrorList{field.Invalid(path, refusedURL(m.Spec.ProviderID), "is set by the controller once a host is claimed; leave it empty (it must name a RedfishHost of namespace "+m.Namespace+")")}
 	}
 	if v.Reader == nil {
 		return nil, nil
@@ -414,7 +428,7 @@ func validateImage(img *infrav1.Image, boot infrav1.BootMethod, path *field.Path
 				errs = append(errs, field.Invalid(path.Child("checksum"), refusedURL(img.Checksum), "must be a hex digest or an http(s) URL with a host"))
 			}
 		case !install.ValidDigest(img.Checksum, img.EffectiveChecksumType()):
-			errs = append(errs, field.Invalid(path.Child("checksum"), refusedURL(img.Checksum), fmt.Sprintf("is not a %s digest (%d hex digits) nor an http(s) URL of a checksum file", img.EffectiveChecksumType(), map[infrav1.ChecksumType]int{infrav1.ChecksumSHA256: 64, infrav1.ChecksumSHA512: 128}[img.EffectiveChecksumType()])))
+			errs = append(errs, field.Invalid(path.Child("checksum"), refusedChecksum(img.Checksum), fmt.Sprintf("is not a %s digest (%d hex digits) nor an http(s) URL of a checksum file", img.EffectiveChecksumType(), map[infrav1.ChecksumType]int{infrav1.ChecksumSHA256: 64, infrav1.ChecksumSHA512: 128}[img.EffectiveChecksumType()])))
 		}
 	} else {
 		if img.Checksum != "" || img.ChecksumType != "" {

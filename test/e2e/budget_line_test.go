@@ -77,6 +77,11 @@ var _ = Describe("A policy's line", func() {
 		b.waitStage("beta-fix", expv1.StageCompleted)
 		m := b.maintenanceNamed("alpha-fix")
 		Expect(m.Status.Stage).To(Equal(expv1.StageApproved), "alpha's maintenance waits for its MachineDeployment")
-		Expect(conditions.GetReason(m, infrav1.ReadyCondition)).To(Equal(maintenance.WaitingForMachineDeploymentReason))
+		// Its next round, once beta's end freed the budget, says what it waits for now.
+		Eventually(func(g Gomega) {
+			m := b.maintenanceNamed("alpha-fix")
+			g.Expect(m.Status.Stage).To(Equal(expv1.StageApproved), "alpha's maintenance waits for its MachineDeployment")
+			g.Expect(conditions.GetReason(m, infrav1.ReadyCondition)).To(Equal(maintenance.WaitingForMachineDeploymentReason), describeMaintenance(m))
+		}).Should(Succeed())
 	})
 })

@@ -35,6 +35,7 @@ import (
 	"github.com/caprf/cluster-api-provider-redfish/internal/dev/sample"
 	"github.com/caprf/cluster-api-provider-redfish/internal/dev/simos"
 	"github.com/caprf/cluster-api-provider-redfish/internal/dev/testenv"
+	"github.com/caprf/cluster-api-provider-redfish/internal/seed"
 	"github.com/caprf/cluster-api-provider-redfish/simulator"
 )
 
@@ -128,11 +129,14 @@ func TestKilledReplicasAndFailingBMCsAndAPIServerRepeatNoDestructiveRequest(t *t
 		// Every replica's log, and every request to a BMC but the logins that carry the
 		// password, searched for the BMC password and the bootstrap data, in clear and base64.
 		markers := []string{bmcPassword, base64.StdEncoding.EncodeToString([]byte(bmcPassword)), "#cloud-config for", base64.StdEncoding.EncodeToString([]byte("#cloud-config for"))[:20]}
-		// The seed tokens, read from the media URLs the BMCs were given: they open the bootstrap
-		// data, and no log may hold one.
+		// The seed tokens, read from the seed Secrets and the media URLs the BMCs were given: they
+		// open the bootstrap data, and no log may hold one.
 		tokens := map[string]bool{}
 		for _, run := range append(runs, calm) {
 			for _, tok := range run.seedTokens() {
+				tokens[tok] = true
+			}
+			for tok := range run.tokens {
 				tokens[tok] = true
 			}
 		}
@@ -215,6 +219,7 @@ func TestKilledReplicasAndFailingBMCsAndAPIServerRepeatNoDestructiveRequest(t *t
 
 // lifecycle is what one run left on its BMCs.
 type lifecycle struct {
+	tokens   map[string]bool // seed tokens the run's seed Secrets held
 	mu       sync.Mutex
 	servers  []*simulator.Server
 	requests map[string][]simulator.Request // by server ID
@@ -233,7 +238,7 @@ func runLifecycle(t *testing.T, ctx context.Context, rel *world, seedAddr, name 
 		PowerLatency: 200 * time.Millisecond, POSTDuration: time.Second, EraseDuration: 2 * time.Second, IPXEChainURL: "https://" + seedAddr + "/v1/ipxe", FirmwareRootCAs: rel.seedCAs})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(fleet.Close)
-	l := &lifecycle{servers: fleet.Servers, requests: map[string][]simulator.Request{}, claims: map[string]int{}}
+	l := &lifecycle{servers: fleet.Servers, requests: map[string][]simulator.Request{}, claims: map[string]int{}, tokens: map[string]bool{}}
 	for _, s := range fleet.Servers {
 		s.OnRequest(func(r simulator.Request) {
 			l.mu.Lock()
@@ -312,6 +317,15 @@ func runLifecycle(t *testing.T, ctx context.Context, rel *world, seedAddr, name 
 				g.Expect(m.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)), "%s: %s", m.Name, what)
 			}
 		}, 5*time.Minute, 250*time.Millisecond).Should(Succeed(), dump)
+		// The seed tokens of the Machines running now (PXE ones reach the host through the
+		// seed server only), for the secrets sweep.
+		secrets := &corev1.SecretList{}
+		g.Expect(env.List(ctx, secrets, client.InNamespace(name))).To(Succeed())
+		for _, sec := range secrets.Items {
+			if tok := sec.Data[seed.KeyToken]; len(tok) > 0 {
+				l.tokens[string(tok)] = true
+			}
+		}
 	}
 	// patchMD changes md, again when CAPI wrote it in between.
 	patchMD := func(md *clusterv1.MachineDeployment, change func()) {
@@ -688,10 +702,13 @@ func (s *slot) start() {
 			}
 			s.gen++
 			leading := &atomic.Bool{}
+			var partial string // a line split across writes
 			out := &testenv.Output{OnWrite: func(p string) {
-				if strings.Contains(p, "uccessfully acquired lease") {
+				text := partial + p
+				if strings.Contains(text, "uccessfully acquired lease") {
 					leading.Store(true)
 				}
+				partial = text[strings.LastIndex(text, "\n")+1:]
 			}}
 			cmd := exec.Command(s.rel.bin, s.args...) //nolint:gosec,noctx // killed by the test
 			cmd.Env = append(os.Environ(), "KUBECONFIG="+s.kubeconfig, fmt.Sprintf("POD_NAME=%s-%d", s.name, s.gen))
@@ -737,16 +754,18 @@ func (s *slot) leads() (bool, string) {
 	return s.leading != nil && s.leading.Load(), fmt.Sprintf("%s-%d", s.name, s.gen)
 }
 
-// kill SIGKILLs the slot's manager (its restart follows).
-func (s *slot) kill() {
+// kill SIGKILLs the slot's manager if it is still generation name (its restart follows), and says
+// whether it did.
+func (s *slot) kill(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return
+	if s.cmd == nil || fmt.Sprintf("%s-%d", s.name, s.gen) != name {
+		return false
 	}
 	s.killed = true
 	_ = s.cmd.Process.Signal(syscall.SIGKILL)
 	s.leading = nil // leads no more
+	return true
 }
 
 // exits is how many of the slot's processes ended without being killed.
@@ -823,13 +842,17 @@ func (k *killer) run(t *testing.T) func() {
 					k.mu.Lock()
 					k.takeovers = append(k.takeovers, since.Sub(killedAt))
 					k.mu.Unlock()
+					killedAt = time.Time{} // a takeover after a leader that ended by itself is no takeover after a kill
 				}
 				continue
 			}
 			if time.Since(since) < lead {
 				continue
 			}
-			leader.kill()
+			if !leader.kill(leaderName) {
+				leader = nil // it ended by itself meanwhile
+				continue
+			}
 			killedAt = time.Now()
 			k.mu.Lock()
 			k.kills++
