@@ -4,8 +4,11 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr/funcr"
+
+	"github.com/caprf/cluster-api-provider-redfish/internal/provider"
 )
 
 // The manager binary links none of the development environment: no envtest, no simulated BMCs or
@@ -99,5 +102,15 @@ func TestSeedServerIsHTTPSUnlessPlainHTTPIsAskedFor(t *testing.T) {
 		if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 			t.Errorf("%+v: %v, want an error containing %q", tc.f, err, tc.wantErr)
 		}
+	}
+}
+
+// Leader election timings with which two replicas could both lead stop the manager at start,
+// saying which flags to change; without leader election they are not looked at.
+func TestLeaderElectionTimingsThatLetTwoReplicasLeadStopTheManager(t *testing.T) {
+	le := provider.LeaderElection{LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 500 * time.Millisecond}
+	err := run(t.Context(), flags{seedURL: "http://10.0.0.2:30082", seedInsecureHTTP: true, leaderElect: true, leaderElection: le})
+	if err == nil || !strings.Contains(err.Error(), "--leader-elect-renew-deadline (1.5s) plus twice --leader-elect-retry-period (500ms) must not exceed --leader-elect-lease-duration (2s)") {
+		t.Fatalf("run with a 2s lease, 1.5s renew deadline and 500ms retry period = %v", err)
 	}
 }
