@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/utils/ptr"
@@ -72,7 +73,7 @@ var _ = BeforeSuite(func() {
 	maintenanceGate.Store(true)
 	// The most verbose level the manager allows, searched for secrets (see sweep_test.go);
 	// E2E_LOGS=1 also prints it.
-	logger := zap.New(sweptLogger())
+	logger := logr.New(recovering{zap.New(sweptLogger()).GetSink()})
 	seedListener, err := net.Listen("tcp", "127.0.0.1:0")
 	Expect(err).NotTo(HaveOccurred())
 	// The seed server serves HTTPS, as the release does by default.
