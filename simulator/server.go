@@ -336,30 +336,9 @@ func (h handshakeCounter) Write(p []byte) (int, error) {
 	return log.Writer().Write(p)
 }
 
-// statusWriter notes the status a handler answered.
-type statusWriter struct {
-	http.ResponseWriter
-	status  int
-	dropped bool
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(p)
-}
-
 // Hijack hands the connection over (a fault that drops the answer closes it).
-func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	hj, ok := w.ResponseWriter.(http.Hijacker)
+func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := r.ResponseWriter.(http.Hijacker)
 	if !ok {
 		return nil, nil, errors.New("the connection cannot be taken over")
 	}
@@ -393,7 +372,7 @@ func (s *Server) handler() http.Handler {
 		s.mu.Lock()
 		requestObservers := s.requestObservers
 		s.mu.Unlock()
-		var sw *statusWriter // the request log's view of the answer, with observers
+		var sw *statusRecorder // the request log's view of the answer, with observers
 		if len(requestObservers) > 0 {
 			// What a BMC's own request log could keep, once the request was handled: method,
 			// path, headers (credentials headers left out) and the first MiB of the body it read
@@ -406,7 +385,7 @@ func (s *Server) handler() http.Handler {
 			header := r.Header.Clone()
 			header.Del("Authorization")
 			header.Del("X-Auth-Token")
-			sw = &statusWriter{ResponseWriter: w}
+			sw = &statusRecorder{ResponseWriter: w}
 			w = sw
 			received := time.Now()
 			defer func() {
@@ -661,10 +640,12 @@ func writeErrorAbout(w http.ResponseWriter, code int, msgID, msg string, related
 	}})
 }
 
-// statusRecorder remembers the status a handler answered (200 when it only wrote a body).
+// statusRecorder remembers the status a handler answered (200 when it only wrote a body), and
+// whether a fault dropped the answer.
 type statusRecorder struct {
 	http.ResponseWriter
-	status int
+	status  int
+	dropped bool
 }
 
 func (r *statusRecorder) WriteHeader(code int) {

@@ -81,21 +81,7 @@ func FuzzWebhookAdmission(f *testing.F) {
 		}
 		f.Add(uint8(s.kind), []byte(s.spec))
 	}
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, infrav1.AddToScheme, expv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			f.Fatal(err)
-		}
-	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "bmc"}, Data: map[string][]byte{"username": []byte("u"), "password": []byte("p")}},
-		&infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "h1"}},
-	).Build()
-	validators := map[string]any{
-		"RedfishHost": &Host{Reader: c}, "RedfishMachine": &Machine{Reader: c}, "RedfishMachineTemplate": &MachineTemplate{},
-		"RedfishJob": &Job{Reader: c}, "RedfishMaintenance": &Maintenance{Reader: c},
-		"RedfishMaintenancePolicy": &MaintenancePolicy{}, "RedfishMaintenanceSet": &MaintenanceSet{},
-	}
+	validators := testValidators(f)
 	f.Fuzz(func(t *testing.T, which uint8, spec []byte) {
 		k := admissionKinds[int(which)%len(admissionKinds)]
 		obj := k.new()
@@ -178,4 +164,25 @@ func validateUpdate(ctx context.Context, v any, old, obj client.Object) error {
 		_, err = v.(*MaintenanceSet).ValidateUpdate(ctx, old.(*expv1.RedfishMaintenanceSet), o)
 	}
 	return err
+}
+
+// testValidators are the webhooks' validators over a fake client holding a BMC Secret and the
+// host h1 of namespace fleet.
+func testValidators(tb testing.TB) map[string]any {
+	tb.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, infrav1.AddToScheme, expv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "bmc"}, Data: map[string][]byte{"username": []byte("u"), "password": []byte("p")}},
+		&infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "h1"}},
+	).Build()
+	return map[string]any{
+		"RedfishHost": &Host{Reader: c}, "RedfishMachine": &Machine{Reader: c}, "RedfishMachineTemplate": &MachineTemplate{},
+		"RedfishJob": &Job{Reader: c}, "RedfishMaintenance": &Maintenance{Reader: c},
+		"RedfishMaintenancePolicy": &MaintenancePolicy{}, "RedfishMaintenanceSet": &MaintenanceSet{},
+	}
 }

@@ -5,14 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-
-	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
-	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 )
 
 // A refused URL with credentials in it is quoted back without the password, at every place
@@ -21,17 +13,7 @@ import (
 // error reaches the client, the API server's audit log and whatever records admission failures.
 // Found by FuzzWebhookAdmission; the scheme stays in the quote (it is often what was wrong).
 func TestARefusedURLNeverEchoesItsPassword(t *testing.T) {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, infrav1.AddToScheme, expv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "bmc"}, Data: map[string][]byte{"username": []byte("u"), "password": []byte("p")}},
-		&infrav1.RedfishHost{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "h1"}},
-	).Build()
-	validators := map[string]any{"RedfishHost": &Host{Reader: c}, "RedfishMachine": &Machine{Reader: c}, "RedfishJob": &Job{Reader: c}, "RedfishMaintenance": &Maintenance{Reader: c}}
+	validators := testValidators(t)
 	// Each place a URL is quoted back (admissionKinds indexes, a spec with %s for the URL).
 	sites := []struct {
 		kind int

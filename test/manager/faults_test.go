@@ -2,6 +2,7 @@ package manager
 
 import (
 	"encoding/json"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -72,11 +73,7 @@ func (p *apiProxy) faults(on bool) {
 func (p *apiProxy) counts() map[string]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range p.injected {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(p.injected)
 }
 
 // fault injects a fault into r, and says whether it answered it.
@@ -234,11 +231,7 @@ func (b *bmcFaults) run() func() {
 func (b *bmcFaults) counts() map[string]int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range b.injected {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(b.injected)
 }
 
 // droppedDestructive counts the destructive requests whose answer a fault dropped after the BMC
