@@ -222,25 +222,9 @@ func hostEvents(b *bed, name, reason string) int {
 // sends Machines of md whose Node is NotReady for a second to it.
 func createRebootMHC(b *bed, md string) {
 	GinkgoHelper()
-	Expect(env.Create(ctx, &infrav1.RedfishRemediationTemplate{
-		ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: "reboot"},
-		Spec: infrav1.RedfishRemediationTemplateSpec{Template: infrav1.RedfishRemediationTemplateResource{
-			Spec: infrav1.RedfishRemediationSpec{Mode: infrav1.RebootModeHard},
-		}},
-	})).To(Succeed())
-	Expect(env.Create(ctx, &clusterv1.MachineHealthCheck{
-		ObjectMeta: metav1.ObjectMeta{Namespace: b.ns, Name: md},
-		Spec: clusterv1.MachineHealthCheckSpec{
-			ClusterName: b.cluster.Name,
-			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.MachineDeploymentNameLabel: md}},
-			Checks: clusterv1.MachineHealthCheckChecks{UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{
-				{Type: corev1.NodeReady, Status: corev1.ConditionFalse, TimeoutSeconds: ptr.To[int32](1)},
-			}},
-			Remediation: clusterv1.MachineHealthCheckRemediation{TemplateRef: clusterv1.MachineHealthCheckRemediationTemplateReference{
-				APIVersion: infrav1.GroupVersion.String(), Kind: "RedfishRemediationTemplate", Name: "reboot",
-			}},
-		},
-	})).To(Succeed())
+	tmpl, mhc := sample.RebootRemediation(b.ns, b.cluster.Name, md)
+	Expect(env.Create(ctx, tmpl)).To(Succeed())
+	Expect(env.Create(ctx, mhc)).To(Succeed())
 }
 
 // markNodeNotReady makes the Node report NotReady, as a kubelet that stopped posting would.
@@ -249,12 +233,7 @@ func markNodeNotReady(name string) {
 	node := &corev1.Node{}
 	Expect(env.Get(ctx, client.ObjectKey{Name: name}, node)).To(Succeed())
 	before := node.DeepCopy()
-	for i := range node.Status.Conditions {
-		if node.Status.Conditions[i].Type == corev1.NodeReady {
-			node.Status.Conditions[i].Status = corev1.ConditionFalse
-			node.Status.Conditions[i].LastTransitionTime = metav1.Now()
-		}
-	}
+	sample.NotReady(node)
 	Expect(env.Status().Patch(ctx, node, client.MergeFrom(before))).To(Succeed())
 }
 

@@ -1,13 +1,17 @@
 package manager
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,15 +25,21 @@ import (
 
 // apiProxy stands between the manager replicas and the kube-apiserver, as a load balancer or an
 // overloaded API server would: while faults are on, it delays requests, answers 429 (priority
-// and fairness) and 500 (an etcd timeout) without passing them on, answers an update 409 (another
-// writer won), and passes a write on but drops its answer (the write landed; the client cannot
-// know). Watches pass through untouched.
+// and fairness) and 500 (an etcd timeout) without passing them on, lets another writer change
+// an object just before the manager's update of it (the API server then answers 409 to an update
+// that names the version it read, and the newer version reaches the manager's watch, as in a real
+// cluster: a 409 the proxy made up would stand for a newer version that does not exist), and
+// passes a write on but drops its answer (the write landed; the client cannot know). Watches pass
+// through untouched.
 type apiProxy struct {
 	addr     string
+	target   *url.URL
+	admin    *http.Client
 	mu       sync.Mutex
 	on       bool
 	rng      *rand.Rand
 	injected map[string]int
+	touches  int
 }
 
 func startAPIProxy(t *testing.T, cfg *rest.Config, seed uint64) *apiProxy {
@@ -42,7 +52,8 @@ func startAPIProxy(t *testing.T, cfg *rest.Config, seed uint64) *apiProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &apiProxy{rng: rand.New(rand.NewPCG(seed, 36)), injected: map[string]int{}} //nolint:gosec // test randomness
+	p := &apiProxy{target: target, admin: &http.Client{Transport: transport, Timeout: 10 * time.Second},
+		rng: rand.New(rand.NewPCG(seed, 36)), injected: map[string]int{}} //nolint:gosec // test randomness
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
@@ -97,14 +108,16 @@ func (p *apiProxy) fault(w http.ResponseWriter, r *http.Request, next http.Handl
 		kind = "429"
 	case roll < 0.11:
 		kind = "500"
-	case roll < 0.14 && (r.Method == http.MethodPut || r.Method == http.MethodPatch):
-		kind = "409"
+	case roll < 0.14 && (r.Method == http.MethodPut || r.Method == http.MethodPatch) && otherWritable(r.URL.Path) != "":
+		kind = "another writer first"
+		p.touches++
 	case roll < 0.17 && write:
 		kind = "dropped answer"
 	}
 	if kind != "" {
 		p.injected[kind]++
 	}
+	touches := p.touches
 	p.mu.Unlock()
 	switch kind {
 	case "latency":
@@ -117,9 +130,13 @@ func (p *apiProxy) fault(w http.ResponseWriter, r *http.Request, next http.Handl
 	case "500":
 		apiStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "etcdserver: request timed out")
 		return true
-	case "409":
-		apiStatus(w, http.StatusConflict, metav1.StatusReasonConflict, "Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again")
-		return true
+	case "another writer first":
+		if err := p.touch(r.Context(), otherWritable(r.URL.Path), touches); err != nil {
+			p.mu.Lock()
+			p.injected["another writer failed: "+err.Error()]++
+			p.mu.Unlock()
+		}
+		return false // the update goes on, to the newer version
 	case "dropped answer":
 		lost := httptest.NewRecorder()
 		next.ServeHTTP(lost, r) // the write lands
@@ -131,6 +148,39 @@ func (p *apiProxy) fault(w http.ResponseWriter, r *http.Request, next http.Handl
 		return true
 	}
 	return false
+}
+
+// otherWritable is the path of the object an update of path writes (its subresource dropped),
+// where another writer may change it first: a namespaced object the manager does not own alone
+// (not its leader-election Lease, not an Event); "" otherwise.
+func otherWritable(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	i := slices.Index(parts, "namespaces")
+	if i < 0 || len(parts) < i+4 || strings.Contains(path, "/coordination.k8s.io/") || parts[i+2] == "events" {
+		return ""
+	}
+	return "/" + strings.Join(parts[:i+4], "/")
+}
+
+// touch is another writer (kubectl annotate, another controller) changing the object at path:
+// its resourceVersion moves on.
+func (p *apiProxy) touch(ctx context.Context, path string, n int) error {
+	body := fmt.Sprintf(`{"metadata":{"annotations":{"test.caprf.dev/other-writer":"%d"}}}`, n)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, p.target.JoinPath(path).String(), strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/merge-patch+json")
+	resp, err := p.admin.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s", resp.Status)
+	}
+	return nil
 }
 
 func apiStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, msg string) {

@@ -8,6 +8,8 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +26,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
@@ -32,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
+	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/dev/sample"
 	"github.com/caprf/cluster-api-provider-redfish/internal/dev/simos"
 	"github.com/caprf/cluster-api-provider-redfish/internal/dev/testenv"
@@ -58,9 +62,10 @@ const (
 // write) again and again at random points, each killed replica started again as Kubernetes
 // restarts a pod; while the BMCs fail as real ones do; and while the API server fails as a busy one
 // does. Each disturbed run must converge to the same end, and the BMCs must have carried out
-// exactly as many destructive requests (power actions, boots, virtual media inserts, erasures) per
-// host as in the undisturbed run: nothing makes the provider repeat one. No BMC sees requests of
-// two replicas interleaved (one writer per host), and each RedfishMachine holds at most one host.
+// exactly as many destructive requests (power actions, boots, virtual media inserts, firmware
+// updates, erasures) per host as in the undisturbed run: nothing makes the provider repeat one.
+// No maintenance goes back to a stage or a flash step it had left, no BMC sees requests of two
+// replicas interleaved (one writer per host), and each RedfishMachine holds at most one host.
 func TestKilledReplicasAndFailingBMCsAndAPIServerRepeatNoDestructiveRequest(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs envtest; skipped with -short")
@@ -80,7 +85,8 @@ func TestKilledReplicasAndFailingBMCsAndAPIServerRepeatNoDestructiveRequest(t *t
 	var slots []*slot // the running pair
 	replicas := func(t *testing.T, run string, lease []string) {
 		t.Helper()
-		argsA, seedA, _ := replicaArgs(t, append(slices.Clone(rel.args), lease...))
+		// The maintenance handshake is experimental: its gate is on, as an operator who uses it sets it.
+		argsA, seedA, _ := replicaArgs(t, slices.Concat(rel.args, lease, []string{"--feature-gates=Maintenance=true"}))
 		argsB, seedB, _ := replicaArgs(t, argsA)
 		seedProxy.route(seedA, seedB)
 		slots = []*slot{newSlot(t, run+"-a", rel, kubeconfig, argsA), newSlot(t, run+"-b", rel, kubeconfig, argsB)}
@@ -89,7 +95,7 @@ func TestKilledReplicasAndFailingBMCsAndAPIServerRepeatNoDestructiveRequest(t *t
 			s.start()
 		}
 	}
-	replicaLogs := func() string { return logsOf(slots) }
+	replicaLogs := func(mentioning []string) string { return logsOf(slots, mentioning) }
 
 	var calm *lifecycle
 	if !t.Run("undisturbed", func(t *testing.T) {
@@ -182,6 +188,9 @@ func TestKilledReplicasAndFailingBMCsAndAPIServerRepeatNoDestructiveRequest(t *t
 		g := NewWithT(t)
 		g.Expect(kills).To(BeNumerically(">=", minKills), "the lifecycle ended before the leader was killed %d times", minKills)
 		g.Expect(lastActs).To(BeNumerically(">", 0), "no kill landed while a replica was acting on a BMC")
+		midFlash := run.killedMidFlash(k.killedAt())
+		t.Logf("kills between the first BIOS image the BMC accepted and the maintenance's end: %d", midFlash)
+		g.Expect(midFlash).To(BeNumerically(">", 0), "no kill landed mid-flash")
 		g.Expect(k.splitBrains()).To(BeZero(), "two replicas logged holding the lease at once")
 		for _, d := range takeovers {
 			// Generous: a replica sees the lease free one retry period after it expired.
@@ -219,17 +228,20 @@ func TestKilledReplicasAndFailingBMCsAndAPIServerRepeatNoDestructiveRequest(t *t
 
 // lifecycle is what one run left on its BMCs.
 type lifecycle struct {
-	tokens   map[string]bool // seed tokens the run's seed Secrets held
-	mu       sync.Mutex
-	servers  []*simulator.Server
-	requests map[string][]simulator.Request // by server ID
-	claims   map[string]int                 // RedfishMachine UID -> hosts it held
+	tokens     map[string]bool // seed tokens the run's seed Secrets held
+	mu         sync.Mutex
+	servers    []*simulator.Server
+	requests   map[string][]simulator.Request // by server ID
+	claims     map[string]int                 // RedfishMachine UID -> hosts it held
+	maintained []time.Time                    // when a maintenance was seen Completed
 }
 
-// runLifecycle runs a RedfishJob, provisions a control plane by virtual media and two workers by PXE, rolls the
-// workers onto a new template with nodeReuse, scales them down and deletes the cluster, each host
-// cleaned as it is released; k, when set, kills the leader meanwhile until the run ends.
-func runLifecycle(t *testing.T, ctx context.Context, rel *world, seedAddr, name string, fleetNo uint16, disturb func(*simulator.Fleet) func(), logs func() string) *lifecycle {
+// runLifecycle runs a RedfishJob and a BIOS firmware maintenance (two versions) on a spare host,
+// provisions a control plane by virtual media and two workers by PXE, rolls the workers onto a new
+// template with nodeReuse, scales them down, remediates the last worker through a
+// MachineHealthCheck and deletes the cluster, each host cleaned as it is released; disturb, when
+// set, runs from the hosts' registration until the run ends.
+func runLifecycle(t *testing.T, ctx context.Context, rel *world, seedAddr, name string, fleetNo uint16, disturb func(*simulator.Fleet) func(), logs func(mentioning []string) string) *lifecycle {
 	t.Helper()
 	g := NewWithT(t)
 	env := rel.env
@@ -273,7 +285,15 @@ func runLifecycle(t *testing.T, ctx context.Context, rel *world, seedAddr, name 
 		g.Expect(env.Create(ctx, host)).To(Succeed())
 		hosts = append(hosts, host)
 	}
-	dump := func() string { return rel.dumpHosts(ctx, name) + l.lastRequests(12) + logs() }
+	dump := func() string {
+		var behind []string // the hosts not Available, whose log lines the message shows
+		for _, h := range hosts {
+			if env.Get(ctx, client.ObjectKeyFromObject(h), h) == nil && h.Status.State != infrav1.HostStateAvailable {
+				behind = append(behind, h.Name)
+			}
+		}
+		return rel.dumpHosts(ctx, name) + l.lastRequests(12) + logs(behind)
+	}
 	waitAvailable := func(what string) {
 		t.Helper()
 		g.Eventually(func(g Gomega) {
@@ -298,6 +318,27 @@ func runLifecycle(t *testing.T, ctx context.Context, rel *world, seedAddr, name 
 		g.Expect(conditions.IsTrue(job, infrav1.JobFailedCondition)).To(BeFalse(), "%+v", job.Status)
 		g.Expect(conditions.IsTrue(job, infrav1.JobCompletedCondition)).To(BeTrue(), "%+v", job.Status)
 	}, 3*time.Minute, 200*time.Millisecond).Should(Succeed(), dump)
+
+	t.Logf("%s: a BIOS firmware maintenance flashes the spare host through two versions", name)
+	images := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(strings.Repeat("firmware", 1024)))
+	}))
+	defer images.Close()
+	stopStages := l.watchMaintenances(ctx, kubelet, name)
+	bios := &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: "bios"}, Spec: expv1.RedfishMaintenanceSpec{
+		HostName: hosts[len(hosts)-1].Name, Reason: "BIOS 2.2", Requestor: "fleet-ops", Policy: expv1.Enforced,
+		Tasks: []expv1.MaintenanceTask{{Firmware: &expv1.FirmwareUpdate{Component: expv1.FirmwareBIOS, Plan: []expv1.FirmwareVersion{
+			{Version: "2.1", ImageURL: images.URL + "/bios/2.1.bin"}, {Version: "2.2", ImageURL: images.URL + "/bios/2.2.bin"},
+		}}}},
+	}}
+	g.Expect(env.Create(ctx, bios)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Get(ctx, client.ObjectKeyFromObject(bios), bios)).To(Succeed())
+		g.Expect(bios.Status.Stage).To(Equal(expv1.StageCompleted), "%s: %v", bios.Status.Stage, bios.Status.Conditions)
+	}, 4*time.Minute, 200*time.Millisecond).Should(Succeed(), dump)
+	g.Expect(stopStages()).To(BeEmpty(), "a maintenance went back to a stage or a step it had left")
+	biosVersion, _ := fleet.Servers[len(fleet.Servers)-1].FirmwareVersions()
+	g.Expect(biosVersion).To(Equal("2.2"))
 
 	rc, cluster := sample.Cluster(name, name, "10.0.0.10")
 	g.Expect(env.Create(ctx, rc)).To(Succeed())
@@ -380,6 +421,35 @@ func runLifecycle(t *testing.T, ctx context.Context, rel *world, seedAddr, name 
 	t.Logf("%s: scaled down to one worker, then the cluster deleted: every host cleaned and Available", name)
 	patchMD(md, func() { md.Spec.Replicas = ptr.To[int32](1) })
 	running(1, "workers scaled down", workers(""))
+
+	t.Logf("%s: the worker's Node goes NotReady: a MachineHealthCheck's RedfishRemediation power-cycles its host and the same Machine recovers", name)
+	tmpl, mhc := sample.RebootRemediation(name, name, "workers")
+	g.Expect(env.Create(ctx, tmpl)).To(Succeed())
+	g.Expect(env.Create(ctx, mhc)).To(Succeed())
+	sick := workers("")(g)[0]
+	node := &corev1.Node{}
+	g.Expect(env.Get(ctx, client.ObjectKey{Name: sick.Status.NodeRef.Name}, node)).To(Succeed())
+	beforeSick := node.DeepCopy()
+	sample.NotReady(node)
+	g.Expect(env.Status().Patch(ctx, node, client.MergeFrom(beforeSick))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		rr := &infrav1.RedfishRemediation{}
+		err := env.Get(ctx, client.ObjectKey{Namespace: name, Name: sick.Name}, rr)
+		g.Expect(err).To(Succeed(), "no RedfishRemediation for %s", sick.Name)
+	}, 2*time.Minute, 100*time.Millisecond).Should(Succeed(), dump)
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Get(ctx, client.ObjectKeyFromObject(node), node)).To(Succeed())
+		ready := false
+		for _, c := range node.Status.Conditions {
+			ready = ready || c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+		}
+		g.Expect(ready).To(BeTrue(), "Node %s not Ready again", node.Name)
+		ms := workers("")(g)
+		g.Expect(ms).To(HaveLen(1))
+		g.Expect(ms[0].Name).To(Equal(sick.Name), "the Machine was replaced instead of remediated")
+		err := env.Get(ctx, client.ObjectKey{Namespace: name, Name: sick.Name}, &infrav1.RedfishRemediation{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the RedfishRemediation is still there: %v", err)
+	}, 3*time.Minute, 200*time.Millisecond).Should(Succeed(), dump)
 	g.Expect(env.Delete(ctx, cluster)).To(Succeed())
 	g.Eventually(func() error { return env.Get(ctx, client.ObjectKeyFromObject(cluster), cluster) }, 5*time.Minute, 250*time.Millisecond).
 		ShouldNot(Succeed(), dump)
@@ -398,6 +468,68 @@ func runLifecycle(t *testing.T, ctx context.Context, rel *world, seedAddr, name 
 		g.Expect(list.Items).To(BeEmpty())
 	}, time.Minute, 200*time.Millisecond).Should(Succeed(), dump)
 	return l
+}
+
+// watchMaintenances follows every RedfishMaintenance of ns as the API server stores it, and
+// returns a stop that lists each time one went back: to a stage it had left, or to an earlier
+// step of a task (a flash sent again).
+func (l *lifecycle) watchMaintenances(ctx context.Context, c client.WithWatch, ns string) func() []string {
+	ctx, cancel := context.WithCancel(ctx)
+	type seen struct {
+		stages []expv1.MaintenanceStage
+		steps  map[int]int32 // task index -> the furthest step
+	}
+	var back []string
+	byName := map[string]*seen{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			w, err := c.Watch(ctx, &expv1.RedfishMaintenanceList{}, client.InNamespace(ns))
+			if err != nil {
+				select {
+				case <-ctx.Done():
+				case <-time.After(100 * time.Millisecond):
+				}
+				continue
+			}
+			for ev := range w.ResultChan() {
+				m, ok := ev.Object.(*expv1.RedfishMaintenance)
+				if !ok || ev.Type == watch.Deleted {
+					continue
+				}
+				key := m.Name + "/" + string(m.UID)
+				st := byName[key]
+				if st == nil {
+					st = &seen{steps: map[int]int32{}}
+					byName[key] = st
+				}
+				if stage := m.Status.Stage; stage != "" && (len(st.stages) == 0 || st.stages[len(st.stages)-1] != stage) {
+					if slices.Contains(st.stages, stage) {
+						back = append(back, fmt.Sprintf("%s: back to stage %s after %v", m.Name, stage, st.stages))
+					}
+					st.stages = append(st.stages, stage)
+					if stage == expv1.StageCompleted {
+						l.mu.Lock()
+						l.maintained = append(l.maintained, time.Now())
+						l.mu.Unlock()
+					}
+				}
+				for i, ts := range m.Status.Tasks {
+					if ts.Step < st.steps[i] {
+						back = append(back, fmt.Sprintf("%s: task %d back to step %d from %d", m.Name, i, ts.Step, st.steps[i]))
+					}
+					st.steps[i] = max(st.steps[i], ts.Step)
+				}
+			}
+			w.Stop()
+		}
+	}()
+	return func() []string {
+		cancel()
+		<-done
+		return back
+	}
 }
 
 // watchClaims counts, per RedfishMachine, the hosts whose claim named it.
@@ -646,6 +778,31 @@ func (l *lifecycle) killedWhileActing(killed map[string]time.Time) (acting, rece
 	return acting, recent
 }
 
+// killedMidFlash counts the kills between the first firmware update a BMC accepted and the end
+// of the maintenance that sent it.
+func (l *lifecycle) killedMidFlash(killed map[string]time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var first time.Time
+	for _, rs := range l.requests {
+		for _, r := range rs {
+			if destructive(r) == "update" && (first.IsZero() || r.Received.Before(first)) {
+				first = r.Received
+			}
+		}
+	}
+	if first.IsZero() || len(l.maintained) == 0 {
+		return 0
+	}
+	n := 0
+	for _, at := range killed {
+		if at.After(first) && at.Before(l.maintained[0]) {
+			n++
+		}
+	}
+	return n
+}
+
 // slot is one replica of the Deployment: a pod whose process the kubelet starts again whenever it
 // ends (killed, or exiting by itself, as a replica that lost its lease does).
 type slot struct {
@@ -873,13 +1030,25 @@ func (k *killer) report() (int, []time.Duration) {
 	return k.kills, slices.Clone(k.takeovers)
 }
 
-// logsOf is the end of every replica's log, for a failure message.
-func logsOf(slots []*slot) string {
+// logsOf is the end of every replica's log, and its last lines mentioning any of mentioning
+// (hosts that did not get where they should), for a failure message.
+func logsOf(slots []*slot, mentioning []string) string {
 	var b strings.Builder
 	for _, s := range slots {
 		s.mu.Lock()
 		for i, o := range s.allOutputs {
-			fmt.Fprintf(&b, "\n--- %s-%d (last 40 lines)\n%s", s.name, i+1, lastLines(o.String(), 40))
+			log := o.String()
+			fmt.Fprintf(&b, "\n--- %s-%d (last 40 lines)\n%s", s.name, i+1, lastLines(log, 40))
+			if len(mentioning) == 0 {
+				continue
+			}
+			var about []string
+			for line := range strings.Lines(log) {
+				if slices.ContainsFunc(mentioning, func(m string) bool { return strings.Contains(line, m) }) {
+					about = append(about, line)
+				}
+			}
+			fmt.Fprintf(&b, "\n--- %s-%d (last 30 lines mentioning %s)\n%s", s.name, i+1, strings.Join(mentioning, ", "), strings.Join(about[max(0, len(about)-30):], ""))
 		}
 		s.mu.Unlock()
 	}

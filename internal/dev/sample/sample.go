@@ -127,3 +127,38 @@ func ControlPlane(ns, cluster, name string) (*corev1.Secret, *infrav1.RedfishMac
 	}
 	return data, rm, m
 }
+
+// RebootRemediation returns a RedfishRemediationTemplate (a hard reboot) and a MachineHealthCheck
+// that sends the MachineDeployment md's Machines to it when their Node is NotReady for a second.
+func RebootRemediation(ns, cluster, md string) (*infrav1.RedfishRemediationTemplate, *clusterv1.MachineHealthCheck) {
+	tmpl := &infrav1.RedfishRemediationTemplate{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reboot"},
+		Spec: infrav1.RedfishRemediationTemplateSpec{Template: infrav1.RedfishRemediationTemplateResource{
+			Spec: infrav1.RedfishRemediationSpec{Mode: infrav1.RebootModeHard},
+		}},
+	}
+	mhc := &clusterv1.MachineHealthCheck{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: md},
+		Spec: clusterv1.MachineHealthCheckSpec{
+			ClusterName: cluster,
+			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.MachineDeploymentNameLabel: md}},
+			Checks: clusterv1.MachineHealthCheckChecks{UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{
+				{Type: corev1.NodeReady, Status: corev1.ConditionFalse, TimeoutSeconds: ptr.To[int32](1)},
+			}},
+			Remediation: clusterv1.MachineHealthCheckRemediation{TemplateRef: clusterv1.MachineHealthCheckRemediationTemplateReference{
+				APIVersion: infrav1.GroupVersion.String(), Kind: "RedfishRemediationTemplate", Name: tmpl.Name,
+			}},
+		},
+	}
+	return tmpl, mhc
+}
+
+// NotReady marks node NotReady, as a kubelet that stopped posting would leave it.
+func NotReady(node *corev1.Node) {
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == corev1.NodeReady {
+			node.Status.Conditions[i].Status = corev1.ConditionFalse
+			node.Status.Conditions[i].LastTransitionTime = metav1.Now()
+		}
+	}
+}
