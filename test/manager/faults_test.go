@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -62,12 +63,7 @@ func startAPIProxy(t *testing.T, cfg *rest.Config, seed uint64) *apiProxy {
 		Transport:     transport,
 		FlushInterval: -1, // watches stream
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p.fault(w, r, rp) {
-			return
-		}
-		rp.ServeHTTP(w, r)
-	}))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { p.serve(w, r, rp) }))
 	t.Cleanup(srv.Close)
 	p.addr = srv.URL
 	return p
@@ -87,56 +83,31 @@ func (p *apiProxy) counts() map[string]int {
 	return maps.Clone(p.injected)
 }
 
-// fault injects a fault into r, and says whether it answered it.
-func (p *apiProxy) fault(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
-	if q := r.URL.Query().Get("watch"); q == "true" || q == "1" {
-		return false
-	}
-	write := r.Method != http.MethodGet && r.Method != http.MethodHead
-	p.mu.Lock()
-	if !p.on {
-		p.mu.Unlock()
-		return false
-	}
-	roll := p.rng.Float64()
-	delay := time.Duration(200+p.rng.IntN(600)) * time.Millisecond
-	kind := ""
-	switch {
-	case roll < 0.05:
-		kind = "latency"
-	case roll < 0.08:
-		kind = "429"
-	case roll < 0.11:
-		kind = "500"
-	case roll < 0.14 && (r.Method == http.MethodPut || r.Method == http.MethodPatch) && otherWritable(r.URL.Path) != "":
-		kind = "another writer first"
-		p.touches++
-	case roll < 0.17 && write:
-		kind = "dropped answer"
-	}
-	if kind != "" {
-		p.injected[kind]++
-	}
-	touches := p.touches
-	p.mu.Unlock()
+// serve passes r on to next, with a fault while faults are on.
+func (p *apiProxy) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	kind, delay := p.pick(r)
 	switch kind {
 	case "latency":
 		time.Sleep(delay)
-		return false
 	case "429":
 		w.Header().Set("Retry-After", "1")
 		apiStatus(w, http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests, "the server has received too many requests and has asked us to try again later")
-		return true
+		return
 	case "500":
 		apiStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "etcdserver: request timed out")
-		return true
+		return
 	case "another writer first":
-		if err := p.touch(r.Context(), otherWritable(r.URL.Path), touches); err != nil {
-			p.mu.Lock()
-			p.injected["another writer failed: "+err.Error()]++
-			p.mu.Unlock()
+		if err := p.touch(r.Context(), otherWritable(r.URL.Path)); err != nil {
+			p.count("another writer failed: " + err.Error())
+			break
 		}
-		return false // the update goes on, to the newer version
+		// The update goes on, naming the version the other writer replaced.
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		if sw.status == http.StatusConflict {
+			p.count("409 after another writer")
+		}
+		return
 	case "dropped answer":
 		lost := httptest.NewRecorder()
 		next.ServeHTTP(lost, r) // the write lands
@@ -145,10 +116,88 @@ func (p *apiProxy) fault(w http.ResponseWriter, r *http.Request, next http.Handl
 				_ = conn.Close()
 			}
 		}
+		return
+	}
+	next.ServeHTTP(w, r)
+}
+
+// pick is the fault r gets ("" for none), counted, and the delay of a "latency".
+func (p *apiProxy) pick(r *http.Request) (string, time.Duration) {
+	if q := r.URL.Query().Get("watch"); q == "true" || q == "1" {
+		return "", 0
+	}
+	p.mu.Lock()
+	if !p.on {
+		p.mu.Unlock()
+		return "", 0
+	}
+	roll := p.rng.Float64()
+	delay := time.Duration(200+p.rng.IntN(600)) * time.Millisecond
+	p.mu.Unlock()
+	write := r.Method != http.MethodGet && r.Method != http.MethodHead
+	kind := ""
+	switch {
+	case roll < 0.05:
+		kind = "latency"
+	case roll < 0.08:
+		kind = "429"
+	case roll < 0.11:
+		kind = "500"
+	case roll < 0.14:
+		// Another writer first, where that makes a conflict: an update that names the version it
+		// read (a PUT always does; a PATCH when it carries a resourceVersion precondition).
+		if otherWritable(r.URL.Path) != "" && namesVersion(r) {
+			kind = "another writer first"
+		}
+	case roll < 0.17 && write:
+		kind = "dropped answer"
+	}
+	if kind != "" {
+		p.count(kind)
+	}
+	return kind, delay
+}
+
+func (p *apiProxy) count(kind string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.injected[kind]++
+}
+
+// namesVersion says whether the update r names the resourceVersion it read (r's body is kept).
+func namesVersion(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodPut:
 		return true
+	case http.MethodPatch:
+		body, err := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		return err == nil && bytes.Contains(body, []byte(`"resourceVersion"`))
 	}
 	return false
 }
+
+// statusWriter records the status of the answer it passes on.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // otherWritable is the path of the object an update of path writes (its subresource dropped),
 // where another writer may change it first: a namespaced object the manager does not own alone
@@ -164,7 +213,11 @@ func otherWritable(path string) string {
 
 // touch is another writer (kubectl annotate, another controller) changing the object at path:
 // its resourceVersion moves on.
-func (p *apiProxy) touch(ctx context.Context, path string, n int) error {
+func (p *apiProxy) touch(ctx context.Context, path string) error {
+	p.mu.Lock()
+	p.touches++
+	n := p.touches
+	p.mu.Unlock()
 	body := fmt.Sprintf(`{"metadata":{"annotations":{"test.caprf.dev/other-writer":"%d"}}}`, n)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, p.target.JoinPath(path).String(), strings.NewReader(body))
 	if err != nil {

@@ -221,7 +221,13 @@ func TestKilledReplicasAndFailingBMCsAndAPIServerRepeatNoDestructiveRequest(t *t
 			return func() { api.faults(false) }
 		}, replicaLogs)
 		runs = append(runs, run)
-		t.Logf("API server faults injected: %v", api.counts())
+		counts := api.counts()
+		t.Logf("API server faults injected: %v", counts)
+		g := NewWithT(t)
+		g.Expect(counts).To(HaveKeyWithValue("409 after another writer", BeNumerically(">", 0)), "no update met another writer's newer version")
+		for kind := range counts {
+			g.Expect(kind).NotTo(HavePrefix("another writer failed"), "the other writer's change did not land")
+		}
 		same(t, run)
 	})
 }
@@ -233,7 +239,7 @@ type lifecycle struct {
 	servers    []*simulator.Server
 	requests   map[string][]simulator.Request // by server ID
 	claims     map[string]int                 // RedfishMachine UID -> hosts it held
-	maintained []time.Time                    // when a maintenance was seen Completed
+	maintained time.Time                      // when the maintenance completed (its own record)
 }
 
 // runLifecycle runs a RedfishJob and a BIOS firmware maintenance (two versions) on a spare host,
@@ -325,6 +331,7 @@ func runLifecycle(t *testing.T, ctx context.Context, rel *world, seedAddr, name 
 	}))
 	defer images.Close()
 	stopStages := l.watchMaintenances(ctx, kubelet, name)
+	defer stopStages()
 	bios := &expv1.RedfishMaintenance{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: "bios"}, Spec: expv1.RedfishMaintenanceSpec{
 		HostName: hosts[len(hosts)-1].Name, Reason: "BIOS 2.2", Requestor: "fleet-ops", Policy: expv1.Enforced,
 		Tasks: []expv1.MaintenanceTask{{Firmware: &expv1.FirmwareUpdate{Component: expv1.FirmwareBIOS, Plan: []expv1.FirmwareVersion{
@@ -336,7 +343,16 @@ func runLifecycle(t *testing.T, ctx context.Context, rel *world, seedAddr, name 
 		g.Expect(env.Get(ctx, client.ObjectKeyFromObject(bios), bios)).To(Succeed())
 		g.Expect(bios.Status.Stage).To(Equal(expv1.StageCompleted), "%s: %v", bios.Status.Stage, bios.Status.Conditions)
 	}, 4*time.Minute, 200*time.Millisecond).Should(Succeed(), dump)
-	g.Expect(stopStages()).To(BeEmpty(), "a maintenance went back to a stage or a step it had left")
+	seen, back := stopStages()
+	g.Expect(back).To(BeEmpty(), "a maintenance went back to a stage or a step it had left")
+	g.Expect(seen).To(HaveKeyWithValue("bios", ContainElements(string(expv1.StageInMaintenance), string(expv1.StageCompleted))), "the watch missed the maintenance's stages")
+	for _, st := range bios.Status.Stages {
+		if st.Stage == expv1.StageCompleted {
+			l.mu.Lock()
+			l.maintained = st.Time.Time
+			l.mu.Unlock()
+		}
+	}
 	biosVersion, _ := fleet.Servers[len(fleet.Servers)-1].FirmwareVersions()
 	g.Expect(biosVersion).To(Equal("2.2"))
 
@@ -418,7 +434,7 @@ func runLifecycle(t *testing.T, ctx context.Context, rel *world, seedAddr, name 
 	running(2, "workers on v2", workers("workers-v2"))
 	g.Eventually(func(g Gomega) { g.Expect(workers("workers-v1")(g)).To(BeEmpty()) }, 5*time.Minute, 250*time.Millisecond).Should(Succeed(), dump)
 
-	t.Logf("%s: scaled down to one worker, then the cluster deleted: every host cleaned and Available", name)
+	t.Logf("%s: scaled down to one worker", name)
 	patchMD(md, func() { md.Spec.Replicas = ptr.To[int32](1) })
 	running(1, "workers scaled down", workers(""))
 
@@ -427,17 +443,19 @@ func runLifecycle(t *testing.T, ctx context.Context, rel *world, seedAddr, name 
 	g.Expect(env.Create(ctx, tmpl)).To(Succeed())
 	g.Expect(env.Create(ctx, mhc)).To(Succeed())
 	sick := workers("")(g)[0]
+	sickRM := &infrav1.RedfishMachine{}
+	g.Expect(env.Get(ctx, client.ObjectKey{Namespace: name, Name: sick.Spec.InfrastructureRef.Name}, sickRM)).To(Succeed())
 	node := &corev1.Node{}
 	g.Expect(env.Get(ctx, client.ObjectKey{Name: sick.Status.NodeRef.Name}, node)).To(Succeed())
 	beforeSick := node.DeepCopy()
 	sample.NotReady(node)
+	g.Expect(node.Status.Conditions).To(ContainElement(HaveField("Status", corev1.ConditionFalse)), "the Node had no Ready condition to turn")
+	sickAt := time.Now()
 	g.Expect(env.Status().Patch(ctx, node, client.MergeFrom(beforeSick))).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		rr := &infrav1.RedfishRemediation{}
-		err := env.Get(ctx, client.ObjectKey{Namespace: name, Name: sick.Name}, rr)
-		g.Expect(err).To(Succeed(), "no RedfishRemediation for %s", sick.Name)
-	}, 2*time.Minute, 100*time.Millisecond).Should(Succeed(), dump)
-	g.Eventually(func(g Gomega) {
+		// The host was powered off and on again (a hard reboot) by a BMC request, after the Node
+		// went NotReady.
+		g.Expect(l.resetsSince(sickRM.Status.HostRef, sickAt)).To(ContainElements("ForceOff", "On"), "host %s not power-cycled", sickRM.Status.HostRef)
 		g.Expect(env.Get(ctx, client.ObjectKeyFromObject(node), node)).To(Succeed())
 		ready := false
 		for _, c := range node.Status.Conditions {
@@ -450,6 +468,8 @@ func runLifecycle(t *testing.T, ctx context.Context, rel *world, seedAddr, name 
 		err := env.Get(ctx, client.ObjectKey{Namespace: name, Name: sick.Name}, &infrav1.RedfishRemediation{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the RedfishRemediation is still there: %v", err)
 	}, 3*time.Minute, 200*time.Millisecond).Should(Succeed(), dump)
+
+	t.Logf("%s: the cluster deleted: every host cleaned and Available", name)
 	g.Expect(env.Delete(ctx, cluster)).To(Succeed())
 	g.Eventually(func() error { return env.Get(ctx, client.ObjectKeyFromObject(cluster), cluster) }, 5*time.Minute, 250*time.Millisecond).
 		ShouldNot(Succeed(), dump)
@@ -470,13 +490,14 @@ func runLifecycle(t *testing.T, ctx context.Context, rel *world, seedAddr, name 
 	return l
 }
 
-// watchMaintenances follows every RedfishMaintenance of ns as the API server stores it, and
-// returns a stop that lists each time one went back: to a stage it had left, or to an earlier
-// step of a task (a flash sent again).
-func (l *lifecycle) watchMaintenances(ctx context.Context, c client.WithWatch, ns string) func() []string {
+// watchMaintenances follows every RedfishMaintenance of ns as the API server stores it (each watch
+// resumed from the last version seen). Its stop returns the stages each maintenance was seen in, by
+// name, and each time one went back: to a stage it had left, or to an earlier step of a task (a
+// flash sent again). Stopping again returns the same.
+func (l *lifecycle) watchMaintenances(ctx context.Context, c client.WithWatch, ns string) func() (map[string][]string, []string) {
 	ctx, cancel := context.WithCancel(ctx)
 	type seen struct {
-		stages []expv1.MaintenanceStage
+		stages []string
 		steps  map[int]int32 // task index -> the furthest step
 	}
 	var back []string
@@ -484,8 +505,9 @@ func (l *lifecycle) watchMaintenances(ctx context.Context, c client.WithWatch, n
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		rv := ""
 		for ctx.Err() == nil {
-			w, err := c.Watch(ctx, &expv1.RedfishMaintenanceList{}, client.InNamespace(ns))
+			w, err := c.Watch(ctx, &expv1.RedfishMaintenanceList{}, &client.ListOptions{Namespace: ns, Raw: &metav1.ListOptions{ResourceVersion: rv}})
 			if err != nil {
 				select {
 				case <-ctx.Done():
@@ -494,26 +516,25 @@ func (l *lifecycle) watchMaintenances(ctx context.Context, c client.WithWatch, n
 				continue
 			}
 			for ev := range w.ResultChan() {
+				if ev.Type == watch.Error {
+					rv = "" // too old: from the current state on
+					continue
+				}
 				m, ok := ev.Object.(*expv1.RedfishMaintenance)
 				if !ok || ev.Type == watch.Deleted {
 					continue
 				}
-				key := m.Name + "/" + string(m.UID)
-				st := byName[key]
+				rv = m.ResourceVersion
+				st := byName[m.Name]
 				if st == nil {
 					st = &seen{steps: map[int]int32{}}
-					byName[key] = st
+					byName[m.Name] = st
 				}
-				if stage := m.Status.Stage; stage != "" && (len(st.stages) == 0 || st.stages[len(st.stages)-1] != stage) {
+				if stage := string(m.Status.Stage); stage != "" && (len(st.stages) == 0 || st.stages[len(st.stages)-1] != stage) {
 					if slices.Contains(st.stages, stage) {
 						back = append(back, fmt.Sprintf("%s: back to stage %s after %v", m.Name, stage, st.stages))
 					}
 					st.stages = append(st.stages, stage)
-					if stage == expv1.StageCompleted {
-						l.mu.Lock()
-						l.maintained = append(l.maintained, time.Now())
-						l.mu.Unlock()
-					}
 				}
 				for i, ts := range m.Status.Tasks {
 					if ts.Step < st.steps[i] {
@@ -525,10 +546,17 @@ func (l *lifecycle) watchMaintenances(ctx context.Context, c client.WithWatch, n
 			w.Stop()
 		}
 	}()
-	return func() []string {
-		cancel()
-		<-done
-		return back
+	var once sync.Once
+	stages := map[string][]string{}
+	return func() (map[string][]string, []string) {
+		once.Do(func() {
+			cancel()
+			<-done
+			for name, st := range byName {
+				stages[name] = st.stages
+			}
+		})
+		return stages, back
 	}
 }
 
@@ -778,6 +806,19 @@ func (l *lifecycle) killedWhileActing(killed map[string]time.Time) (acting, rece
 	return acting, recent
 }
 
+// resetsSince is the reset types the BMC of host carried out from since on, in order.
+func (l *lifecycle) resetsSince(host string, since time.Time) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, r := range l.requests[host] {
+		if d, ok := strings.CutPrefix(destructive(r), "reset:"); ok && r.Received.After(since) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // killedMidFlash counts the kills between the first firmware update a BMC accepted and the end
 // of the maintenance that sent it.
 func (l *lifecycle) killedMidFlash(killed map[string]time.Time) int {
@@ -791,12 +832,12 @@ func (l *lifecycle) killedMidFlash(killed map[string]time.Time) int {
 			}
 		}
 	}
-	if first.IsZero() || len(l.maintained) == 0 {
+	if first.IsZero() || l.maintained.IsZero() {
 		return 0
 	}
 	n := 0
 	for _, at := range killed {
-		if at.After(first) && at.Before(l.maintained[0]) {
+		if at.After(first) && at.Before(l.maintained) {
 			n++
 		}
 	}
