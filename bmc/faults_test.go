@@ -152,6 +152,9 @@ func TestBMCResetDuringFirmwareTaskFailsTheTaskWithoutReflashing(t *testing.T) {
 	if n := s.Stats().SimpleUpdates; n != 1 {
 		t.Errorf("SimpleUpdate sent %d times, want 1", n)
 	}
+	if n := s.Stats().UpdatesInterrupted; n != 1 {
+		t.Errorf("the simulator counted %d updates interrupted by its reset, want 1", n)
+	}
 	if n := s.Stats().SessionsCreated; n != 2 {
 		t.Errorf("sessions = %d, want 2 (re-login after the BMC reset)", n)
 	}

@@ -221,6 +221,7 @@ func (s *Server) ResetBMC(d time.Duration) {
 	for _, t := range s.tasks {
 		if t.state == TaskRunning {
 			t.state, t.end, t.message = TaskException, time.Now(), "The BMC was reset while the update was running."
+			s.stats.UpdatesInterrupted++
 		}
 	}
 	s.Fault.setUnavailable(d)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -97,7 +98,12 @@ func (p *apiProxy) serve(w http.ResponseWriter, r *http.Request, next http.Handl
 		apiStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "etcdserver: request timed out")
 		return
 	case "another writer first":
-		if err := p.touch(r.Context(), otherWritable(r.URL.Path)); err != nil {
+		err := p.touch(r.Context(), otherWritable(r.URL.Path))
+		if errors.Is(err, errGone) {
+			p.count("another writer found the object gone")
+			break
+		}
+		if err != nil {
 			p.count("another writer failed: " + err.Error())
 			break
 		}
@@ -230,11 +236,16 @@ func (p *apiProxy) touch(ctx context.Context, path string) error {
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s", resp.Status)
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return nil
+	case http.StatusNotFound:
+		return errGone // deleted meanwhile: nobody can change it
 	}
-	return nil
+	return fmt.Errorf("%s", resp.Status)
 }
+
+var errGone = errors.New("the object is gone")
 
 func apiStatus(w http.ResponseWriter, code int, reason metav1.StatusReason, msg string) {
 	w.Header().Set("Content-Type", "application/json")
