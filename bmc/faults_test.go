@@ -152,11 +152,37 @@ func TestBMCResetDuringFirmwareTaskFailsTheTaskWithoutReflashing(t *testing.T) {
 	if n := s.Stats().SimpleUpdates; n != 1 {
 		t.Errorf("SimpleUpdate sent %d times, want 1", n)
 	}
-	if n := s.Stats().UpdatesInterrupted; n != 1 {
-		t.Errorf("the simulator counted %d updates interrupted by its reset, want 1", n)
+	if st := s.Stats(); st.UpdatesInterrupted != 1 || st.UpdatesCompleted != 0 {
+		t.Errorf("the simulator counted %d updates interrupted by its reset and %d completed, want 1 and 0", st.UpdatesInterrupted, st.UpdatesCompleted)
 	}
 	if n := s.Stats().SessionsCreated; n != 2 {
 		t.Errorf("sessions = %d, want 2 (re-login after the BMC reset)", n)
+	}
+}
+
+// The simulator's update counts, which test/manager compares between runs, count firmware tasks
+// only: an erase a BMC reset ended is no interrupted update, and a flash that ran its course is
+// counted completed.
+func TestTheSimulatorCountsOnlyFirmwareTasksAsUpdates(t *testing.T) {
+	s := newSim(t, simulator.Config{TaskDuration: 200 * time.Millisecond, EraseDuration: 2 * time.Second})
+	c := connectTo(t, s, fastOpts)
+	ctx := context.Background()
+	if _, err := c.EraseDrives(ctx, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.ResetBMC(50 * time.Millisecond) // the erases' tasks end in Exception
+	var uri string
+	waitFor(t, 5*time.Second, "the BMC back from its reset", func() (bool, any) {
+		var err error
+		uri, err = c.UpdateFirmware(ctx, "http://firmware.example/U46-v3.00.bin", FirmwareBIOS, nil)
+		return err == nil, err
+	})
+	waitFor(t, 5*time.Second, "the update to end", func() (bool, any) {
+		task, err := c.TaskStatus(ctx, uri)
+		return err == nil && task.Done, err
+	})
+	if st := s.Stats(); st.UpdatesInterrupted != 0 || st.UpdatesCompleted != 1 {
+		t.Errorf("%d updates interrupted and %d completed, want 0 and 1 (an erase is no update)", st.UpdatesInterrupted, st.UpdatesCompleted)
 	}
 }
 

@@ -154,6 +154,9 @@ type Stats struct {
 	// UpdatesInterrupted counts accepted firmware updates whose task the BMC's own reset ended in
 	// Exception (ResetBMC): the image was never staged, and a client may send it again.
 	UpdatesInterrupted int
+	// UpdatesCompleted counts firmware update tasks that ended Completed with the image accepted
+	// (staged, or applied for the BMC's own firmware).
+	UpdatesCompleted int
 	// ResetsDuringUpdate counts ComputerSystem.Reset requests accepted while a firmware update ran
 	// or an image was being pushed (a boot into the BIOS setup in the middle of a flash).
 	ResetsDuringUpdate int
@@ -285,7 +288,7 @@ func (s *Server) Stats() Stats {
 	out := Stats{Requests: map[string]int{}, Resets: map[string]int{}, Posts: map[string]int{}, Gets: map[string]int{},
 		SessionsCreated: s.stats.SessionsCreated, SimpleUpdates: s.stats.SimpleUpdates, Boots: s.stats.Boots,
 		PeakInFlight: s.stats.PeakInFlight, IfMatchOnActions: s.stats.IfMatchOnActions, StaleIfMatch: s.stats.StaleIfMatch, PushedBytes: s.stats.PushedBytes,
-		UpdatesRefusedBusy: s.stats.UpdatesRefusedBusy, UpdatesInterrupted: s.stats.UpdatesInterrupted, ResetsDuringUpdate: s.stats.ResetsDuringUpdate, TLSHandshakeFailures: s.stats.TLSHandshakeFailures,
+		UpdatesRefusedBusy: s.stats.UpdatesRefusedBusy, UpdatesInterrupted: s.stats.UpdatesInterrupted, UpdatesCompleted: s.stats.UpdatesCompleted, ResetsDuringUpdate: s.stats.ResetsDuringUpdate, TLSHandshakeFailures: s.stats.TLSHandshakeFailures,
 		ImageUsers: append([]string(nil), s.stats.ImageUsers...)}
 	for k, v := range s.stats.Posts {
 		out.Posts[k] = v

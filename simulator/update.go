@@ -192,6 +192,9 @@ func (s *Server) progress(t *task, quarter int) {
 		return
 	}
 	t.state, t.end = TaskCompleted, time.Now()
+	if !t.critical {
+		s.stats.UpdatesCompleted++
+	}
 	if purge := s.cfg.Profile.PurgeTasksAfter; purge > 0 {
 		s.after(purge, func() { delete(s.tasks, t.id) })
 	}
@@ -221,7 +224,9 @@ func (s *Server) ResetBMC(d time.Duration) {
 	for _, t := range s.tasks {
 		if t.state == TaskRunning {
 			t.state, t.end, t.message = TaskException, time.Now(), "The BMC was reset while the update was running."
-			s.stats.UpdatesInterrupted++
+			if t.eraseTarget == "" {
+				s.stats.UpdatesInterrupted++
+			}
 		}
 	}
 	s.Fault.setUnavailable(d)

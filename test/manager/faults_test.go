@@ -98,7 +98,10 @@ func (p *apiProxy) serve(w http.ResponseWriter, r *http.Request, next http.Handl
 		apiStatus(w, http.StatusInternalServerError, metav1.StatusReasonInternalError, "etcdserver: request timed out")
 		return
 	case "another writer first":
-		err := p.touch(r.Context(), otherWritable(r.URL.Path))
+		// Not the manager's request context: a replica that exits meanwhile does not stop another writer.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+		err := p.touch(ctx, otherWritable(r.URL.Path))
+		cancel()
 		if errors.Is(err, errGone) {
 			p.count("another writer found the object gone")
 			break
@@ -177,8 +180,11 @@ func namesVersion(r *http.Request) bool {
 		return true
 	case http.MethodPatch:
 		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return false // the body is broken anyway: passed on as it is
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		return err == nil && bytes.Contains(body, []byte(`"resourceVersion"`))
+		return bytes.Contains(body, []byte(`"resourceVersion"`))
 	}
 	return false
 }
