@@ -501,11 +501,11 @@ func runLifecycle(t *testing.T, ctx context.Context, rel *world, seedAddr, name 
 	return l
 }
 
-// watchMaintenances follows every RedfishMaintenance of ns as the API server stores it (each watch
-// resumed from the last version seen). Its stop returns the stages each maintenance was seen in, by
-// name, and each time one went back: to a stage it had left, or to an earlier step of a task (a
-// flash sent again). It waits first (up to 10 s) for the watch to have seen each of completed
-// Completed, which a reader may see before the watch delivers it. Stopping again returns the same.
+// watchMaintenances follows every RedfishMaintenance of ns as the API server stores it. Its stop
+// returns the stages each maintenance was seen in, by name, and each time one went back: to a
+// stage it had left, or to an earlier step of a task (a flash sent again). It waits first (up to
+// 10 s) for the watch to have seen each of completed Completed, which a reader may see before the
+// watch delivers it. Stopping again returns the same.
 func (l *lifecycle) watchMaintenances(ctx context.Context, c client.WithWatch, ns string) func(completed ...string) (map[string][]string, []string) {
 	ctx, cancel := context.WithCancel(ctx)
 	var mu sync.Mutex // byName, back
@@ -518,52 +518,31 @@ func (l *lifecycle) watchMaintenances(ctx context.Context, c client.WithWatch, n
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		rv := ""
-		for ctx.Err() == nil {
-			w, err := c.Watch(ctx, &expv1.RedfishMaintenanceList{}, &client.ListOptions{Namespace: ns, Raw: &metav1.ListOptions{ResourceVersion: rv}})
-			if err != nil {
-				select {
-				case <-ctx.Done():
-				case <-time.After(100 * time.Millisecond):
-				}
-				continue
+		follow(ctx, c, &expv1.RedfishMaintenanceList{}, ns, func(ev watch.Event) {
+			m, ok := ev.Object.(*expv1.RedfishMaintenance)
+			if !ok || ev.Type == watch.Deleted {
+				return
 			}
-			for ev := range w.ResultChan() {
-				if ev.Type == watch.Error {
-					rv = "" // too old: from the current state on
-					continue
-				}
-				m, ok := ev.Object.(*expv1.RedfishMaintenance)
-				if !ok || ev.Type == watch.Deleted {
-					continue
-				}
-				rv = m.ResourceVersion
-				mu.Lock()
-				st := byName[m.Name]
-				if st == nil {
-					st = &seen{steps: map[int]int32{}}
-					byName[m.Name] = st
-				}
-				if stage := string(m.Status.Stage); stage != "" && (len(st.stages) == 0 || st.stages[len(st.stages)-1] != stage) {
-					if slices.Contains(st.stages, stage) {
-						back = append(back, fmt.Sprintf("%s: back to stage %s after %v", m.Name, stage, st.stages))
-					}
-					st.stages = append(st.stages, stage)
-				}
-				for i, ts := range m.Status.Tasks {
-					if ts.Step < st.steps[i] {
-						back = append(back, fmt.Sprintf("%s: task %d back to step %d from %d", m.Name, i, ts.Step, st.steps[i]))
-					}
-					st.steps[i] = max(st.steps[i], ts.Step)
-				}
-				mu.Unlock()
+			mu.Lock()
+			st := byName[m.Name]
+			if st == nil {
+				st = &seen{steps: map[int]int32{}}
+				byName[m.Name] = st
 			}
-			w.Stop()
-			select { // resumed from rv: nothing is missed meanwhile
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
+			if stage := string(m.Status.Stage); stage != "" && (len(st.stages) == 0 || st.stages[len(st.stages)-1] != stage) {
+				if slices.Contains(st.stages, stage) {
+					back = append(back, fmt.Sprintf("%s: back to stage %s after %v", m.Name, stage, st.stages))
+				}
+				st.stages = append(st.stages, stage)
 			}
-		}
+			for i, ts := range m.Status.Tasks {
+				if ts.Step < st.steps[i] {
+					back = append(back, fmt.Sprintf("%s: task %d back to step %d from %d", m.Name, i, ts.Step, st.steps[i]))
+				}
+				st.steps[i] = max(st.steps[i], ts.Step)
+			}
+			mu.Unlock()
+		})
 	}()
 	var once sync.Once
 	stages := map[string][]string{}
@@ -587,6 +566,32 @@ func (l *lifecycle) watchMaintenances(ctx context.Context, c client.WithWatch, n
 	}
 }
 
+// follow calls fn with every change to the objects of list's kind in ns the API server stores,
+// until ctx ends: each watch resumes from the last version seen (from the current state after one
+// too old), so a watch that ends misses nothing.
+func follow(ctx context.Context, c client.WithWatch, list client.ObjectList, ns string, fn func(watch.Event)) {
+	rv := ""
+	for ctx.Err() == nil {
+		if w, err := c.Watch(ctx, list, &client.ListOptions{Namespace: ns, Raw: &metav1.ListOptions{ResourceVersion: rv}}); err == nil {
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Error {
+					rv = ""
+					continue
+				}
+				if o, ok := ev.Object.(client.Object); ok {
+					rv = o.GetResourceVersion()
+				}
+				fn(ev)
+			}
+			w.Stop()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // watchClaims counts, per RedfishMachine, the hosts whose claim named it.
 func (l *lifecycle) watchClaims(t *testing.T, ctx context.Context, c client.WithWatch, ns string) func() {
 	t.Helper()
@@ -595,28 +600,17 @@ func (l *lifecycle) watchClaims(t *testing.T, ctx context.Context, c client.With
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for ctx.Err() == nil {
-			w, err := c.Watch(ctx, &infrav1.RedfishHostList{}, client.InNamespace(ns))
-			if err != nil {
-				select {
-				case <-ctx.Done():
-				case <-time.After(100 * time.Millisecond):
-				}
-				continue
+		follow(ctx, c, &infrav1.RedfishHostList{}, ns, func(ev watch.Event) {
+			h, ok := ev.Object.(*infrav1.RedfishHost)
+			if !ok || ev.Type == watch.Deleted || h.Status.Claim == nil {
+				return
 			}
-			for ev := range w.ResultChan() {
-				h, ok := ev.Object.(*infrav1.RedfishHost)
-				if !ok || ev.Type == watch.Deleted || h.Status.Claim == nil {
-					continue
-				}
-				uid := h.Status.Claim.ConsumerUID
-				if held[uid] == nil {
-					held[uid] = map[string]bool{}
-				}
-				held[uid][h.Name] = true
+			uid := h.Status.Claim.ConsumerUID
+			if held[uid] == nil {
+				held[uid] = map[string]bool{}
 			}
-			w.Stop()
-		}
+			held[uid][h.Name] = true
+		})
 	}()
 	return func() {
 		cancel()
