@@ -23,7 +23,6 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
-	"sigs.k8s.io/cluster-api/util/patch"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -34,6 +33,7 @@ import (
 	"github.com/caprf/cluster-api-provider-redfish/controllers/host"
 	expv1 "github.com/caprf/cluster-api-provider-redfish/exp/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/internal/fresh"
+	"github.com/caprf/cluster-api-provider-redfish/internal/onepatch"
 	"github.com/caprf/cluster-api-provider-redfish/internal/shutdown"
 )
 
@@ -141,15 +141,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			return res, err
 		}
 	}
-	helper, err := patch.NewHelper(j, r.Client)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	// This controller alone sets the job's conditions, and a round's status, conditions included,
+	// is one write (internal/onepatch): the end of a job (its completion time) never lands without
+	// its outcome (Completed or Failed), which a maintenance waits for and which a finished job
+	// never writes again.
+	helper := onepatch.New(j, r.Client).Owning(r.APIReader, infrav1.JobRunningCondition, infrav1.JobCompletedCondition, infrav1.JobFailedCondition)
 	defer func() {
-		// This controller alone sets the job's conditions.
-		if err := helper.Patch(ctx, j, patch.WithOwnedConditions{Conditions: []string{
-			infrav1.JobRunningCondition, infrav1.JobCompletedCondition, infrav1.JobFailedCondition,
-		}}); err != nil {
+		if err := helper.Patch(ctx, j); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
 	}()

@@ -1,7 +1,9 @@
 package job
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1 "github.com/caprf/cluster-api-provider-redfish/api/v1alpha1"
 	"github.com/caprf/cluster-api-provider-redfish/bmc"
@@ -179,5 +182,49 @@ func TestAJobRoundOnACacheBehindItsOwnLastWriteWaitsForIt(t *testing.T) {
 	res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "j"}})
 	if err != nil || res.RequeueAfter != r.PollInterval || len(b.resets) != 0 || reads.Gets != 0 {
 		t.Errorf("round on a cache behind: %v, %+v, resets %v, %d API reads; want nothing done, back in PollInterval", err, res, b.resets, reads.Gets)
+	}
+}
+
+// A job's end (its completion time and its outcome) is written whole or not at all: a maintenance
+// waits for the Completed or Failed condition of its job, and a job with a completion time is
+// never run again, so an end written without its outcome (a conditions write that failed while
+// the rest of the status landed, seen under API-server faults) left the maintenance waiting for
+// ever. Here the first status write carrying the end fails; the job must still end Completed,
+// with its power action sent once.
+func TestAJobsEndIsWrittenWholeOrNotAtAll(t *testing.T) {
+	r, api, b := world(t, availableHost("h"), onJob("j", "h"))
+	b.states = []bmc.PowerState{bmc.PowerOff, bmc.PowerOff, bmc.PowerOn}
+	failed := false
+	r.Client = interceptor.NewClient(api.(client.WithWatch), interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, cl client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+			data, err := p.Data(obj)
+			if err != nil {
+				return err
+			}
+			if !failed && (bytes.Contains(data, []byte(`"completionTime"`)) || bytes.Contains(data, []byte(infrav1.JobCompletedCondition))) {
+				failed = true
+				return errors.New("etcdserver: request timed out")
+			}
+			return cl.SubResource(sub).Patch(ctx, obj, p, opts...)
+		},
+	})
+	j := &infrav1.RedfishJob{}
+	for range 20 {
+		_, _ = r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "j"}})
+		if err := api.Get(t.Context(), client.ObjectKey{Namespace: "ns", Name: "j"}, j); err != nil {
+			t.Fatal(err)
+		}
+		if j.Finished() && conditions.IsTrue(j, infrav1.JobCompletedCondition) {
+			break
+		}
+	}
+	if !failed {
+		t.Fatal("no status write carried the job's end")
+	}
+	if !j.Finished() || !conditions.IsTrue(j, infrav1.JobCompletedCondition) {
+		t.Errorf("the job ended with completion time %v and conditions %+v; want both its end and Completed", j.Status.CompletionTime, j.Status.Conditions)
+	}
+	if len(b.resets) != 1 {
+		t.Errorf("power actions sent: %v, want one", b.resets)
 	}
 }
