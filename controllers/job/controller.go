@@ -126,6 +126,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, nil
 	}
 	if j.Finished() {
+		if !conditions.IsTrue(j, infrav1.JobCompletedCondition) && !conditions.IsTrue(j, infrav1.JobFailedCondition) {
+			return ctrl.Result{}, r.writeOutcome(ctx, j)
+		}
 		return r.collect(ctx, j)
 	}
 	if j.Status.StartTime == nil {
@@ -328,6 +331,28 @@ func stateName(h *infrav1.RedfishHost) string {
 		return string(infrav1.HostStateRegistering)
 	}
 	return string(h.Status.State)
+}
+
+// writeOutcome gives a job that ended without its outcome the one its tasks tell: its completion
+// time landed without its conditions (a split write: CAPI's patch helper, still used where a job
+// holds a condition this controller does not own, writes them apart). A maintenance waits for
+// Completed or Failed; a finished job is never run again. Nothing is sent to the BMC, and the
+// completion time, which the TTL counts from, stays.
+func (r *Reconciler) writeOutcome(ctx context.Context, j *infrav1.RedfishJob) error {
+	helper := onepatch.New(j, r.Client).Owning(r.APIReader, infrav1.JobRunningCondition, infrav1.JobCompletedCondition, infrav1.JobFailedCondition)
+	end := j.Status.CompletionTime
+	failed := slices.IndexFunc(j.Status.Tasks, func(t infrav1.JobTaskStatus) bool { return t.State == infrav1.JobTaskFailed })
+	succeeded := len(j.Status.Tasks) == len(j.Spec.Tasks) && !slices.ContainsFunc(j.Status.Tasks, func(t infrav1.JobTaskStatus) bool { return t.State != infrav1.JobTaskSucceeded })
+	switch {
+	case failed >= 0 && failed < len(j.Spec.Tasks):
+		r.fail(j, infrav1.JobTaskFailedReason, "Task %d (%s) failed: %s", failed, describe(j.Spec.Tasks[failed]), j.Status.Tasks[failed].Message)
+	case succeeded && j.Status.StartTime != nil:
+		r.complete(j)
+	default:
+		r.fail(j, infrav1.JobTaskFailedReason, "the job ended (status.completionTime) with its tasks unfinished")
+	}
+	j.Status.CompletionTime = end
+	return helper.Patch(ctx, j)
 }
 
 // collect deletes a finished job once its TTL has passed.

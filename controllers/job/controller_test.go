@@ -1,9 +1,10 @@
 package job
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -201,7 +202,7 @@ func TestAJobsEndIsWrittenWholeOrNotAtAll(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if !failed && (bytes.Contains(data, []byte(`"completionTime"`)) || bytes.Contains(data, []byte(infrav1.JobCompletedCondition))) {
+			if !failed && endsTheJob(data) {
 				failed = true
 				return errors.New("etcdserver: request timed out")
 			}
@@ -226,5 +227,57 @@ func TestAJobsEndIsWrittenWholeOrNotAtAll(t *testing.T) {
 	}
 	if len(b.resets) != 1 {
 		t.Errorf("power actions sent: %v, want one", b.resets)
+	}
+}
+
+// endsTheJob says whether a status patch carries the job's end: its completion time, or a True
+// Completed condition (not a task's completion time).
+func endsTheJob(patch []byte) bool {
+	var body struct {
+		Status struct {
+			CompletionTime *metav1.MicroTime  `json:"completionTime"`
+			Conditions     []metav1.Condition `json:"conditions"`
+		} `json:"status"`
+	}
+	if json.Unmarshal(patch, &body) != nil {
+		return false
+	}
+	return body.Status.CompletionTime != nil || slices.ContainsFunc(body.Status.Conditions, func(c metav1.Condition) bool {
+		return c.Type == infrav1.JobCompletedCondition && c.Status == metav1.ConditionTrue
+	})
+}
+
+// A job that ended without its outcome (written apart by an earlier round, or by a version before
+// the job's status was one write) is given the outcome its tasks tell, without a BMC request and
+// with its completion time kept.
+func TestAJobThatEndedWithoutItsOutcomeIsGivenIt(t *testing.T) {
+	end := metav1.NewMicroTime(time.Now().Add(-time.Minute).Truncate(time.Second))
+	for _, tc := range []struct {
+		name  string
+		state infrav1.JobTaskState
+		want  string
+	}{
+		{"its tasks succeeded", infrav1.JobTaskSucceeded, infrav1.JobCompletedCondition},
+		{"a task failed", infrav1.JobTaskFailed, infrav1.JobFailedCondition},
+		{"its tasks unfinished", infrav1.JobTaskRunning, infrav1.JobFailedCondition},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := onJob("j", "h")
+			j.Status.StartTime = ptr.To(metav1.NewMicroTime(end.Add(-time.Minute)))
+			j.Status.CompletionTime = &end
+			j.Status.Tasks = []infrav1.JobTaskStatus{{State: tc.state}}
+			j.Status.Conditions = []metav1.Condition{{Type: infrav1.JobRunningCondition, Status: metav1.ConditionTrue, Reason: infrav1.JobRunningReason, LastTransitionTime: metav1.NewTime(end.Time)}}
+			r, c, b := world(t, availableHost("h"), j)
+			got := reconcileJob(t, r, c, "j")
+			if !conditions.IsTrue(got, tc.want) || conditions.IsTrue(got, infrav1.JobRunningCondition) {
+				t.Errorf("conditions %+v, want %s True and Running not", got.Status.Conditions, tc.want)
+			}
+			if !got.Status.CompletionTime.Equal(&end) {
+				t.Errorf("completion time %v, want %v kept", got.Status.CompletionTime, end)
+			}
+			if b.tried != 0 || len(b.resets) != 0 {
+				t.Errorf("the BMC was sent %d resets", b.tried)
+			}
+		})
 	}
 }
