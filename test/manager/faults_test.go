@@ -140,7 +140,7 @@ func (p *apiProxy) pick(r *http.Request) (string, time.Duration) {
 		p.mu.Unlock()
 		return "", 0
 	}
-	roll := p.rng.Float64()
+	roll, other := p.rng.Float64(), p.rng.Float64()
 	delay := time.Duration(200+p.rng.IntN(600)) * time.Millisecond
 	p.mu.Unlock()
 	write := r.Method != http.MethodGet && r.Method != http.MethodHead
@@ -152,14 +152,13 @@ func (p *apiProxy) pick(r *http.Request) (string, time.Duration) {
 		kind = "429"
 	case roll < 0.11:
 		kind = "500"
-	case roll < 0.14:
-		// Another writer first, where that makes a conflict: an update that names the version it
-		// read (a PUT always does; a PATCH when it carries a resourceVersion precondition).
-		if otherWritable(r.URL.Path) != "" && namesVersion(r) {
-			kind = "another writer first"
-		}
-	case roll < 0.17 && write:
+	case roll < 0.14 && write:
 		kind = "dropped answer"
+	case other < 0.10 && (r.Method == http.MethodPut || r.Method == http.MethodPatch) && otherWritable(r.URL.Path) != "" && namesVersion(r):
+		// Another writer first, one update in ten where that makes a conflict: an update that
+		// names the version it read (a PUT always does; a PATCH when it carries a
+		// resourceVersion precondition).
+		kind = "another writer first"
 	}
 	if kind != "" {
 		p.count(kind)
