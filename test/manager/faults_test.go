@@ -63,6 +63,12 @@ func startAPIProxy(t *testing.T, cfg *rest.Config, seed uint64) *apiProxy {
 		},
 		Transport:     transport,
 		FlushInterval: -1, // watches stream
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode == http.StatusConflict && resp.Request.Context().Value(touchedKey{}) != nil {
+				p.count("409 after another writer")
+			}
+			return nil
+		},
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { p.serve(w, r, rp) }))
 	t.Cleanup(srv.Close)
@@ -110,12 +116,9 @@ func (p *apiProxy) serve(w http.ResponseWriter, r *http.Request, next http.Handl
 			p.count("another writer failed: " + err.Error())
 			break
 		}
-		// The update goes on, naming the version the other writer replaced.
-		sw := &statusWriter{ResponseWriter: w}
-		next.ServeHTTP(sw, r)
-		if sw.status == http.StatusConflict {
-			p.count("409 after another writer")
-		}
+		// The update goes on, naming the version the other writer replaced (its 409 is counted
+		// by the proxy's ModifyResponse).
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), touchedKey{}, true)))
 		return
 	case "dropped answer":
 		lost := httptest.NewRecorder()
@@ -188,27 +191,8 @@ func namesVersion(r *http.Request) bool {
 	return false
 }
 
-// statusWriter records the status of the answer it passes on.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+// touchedKey marks, in a request's context, an update another writer came before.
+type touchedKey struct{}
 
 // otherWritable is the path of the object an update of path writes (its subresource dropped),
 // where another writer may change it first: a namespaced object the manager does not own alone
